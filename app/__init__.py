@@ -1,0 +1,1 @@
+"""Ember application layer: CLI, config, history, server."""

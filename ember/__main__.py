@@ -1,0 +1,5 @@
+"""`python -m ember` runs the command line."""
+
+from ember.app.cli import main
+
+raise SystemExit(main())

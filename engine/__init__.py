@@ -1,0 +1,1 @@
+"""Ember engine: scheduling, KV bookkeeping, sampling, runners. Imports no Textual."""

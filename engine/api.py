@@ -1,0 +1,201 @@
+"""The engine's public contract: requests, sampling parameters, stream events, stats, handles.
+
+Everything outside the engine (CLI, TUI, server) talks to it through these types only. This module
+imports no torch: the TUI imports it freely. `Engine` and `EngineThread` implementations live in
+`engine.engine` and `engine.engine_thread` and are created through `load_engine()`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from ember.engine.errors import EngineError
+
+_request_ids = itertools.count(1)
+
+FinishReason = Literal["stop", "length", "abort", "error"]
+Role = Literal["system", "user", "assistant"]
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How to pick each next token. temperature 0 is exact argmax (greedy)."""
+
+    temperature: float = 0.0
+    top_k: int = 0  # 0 = off
+    top_p: float = 1.0
+    min_p: float = 0.0
+    repeat_penalty: float = 1.0  # 1.0 = off (llama.cpp's multiplicative rule)
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    penalty_last_n: int = 64  # how many recent tokens the penalties look at
+    seed: int | None = None
+    max_tokens: int = 256
+    stop: tuple[str, ...] = ()
+    stop_token_ids: tuple[int, ...] = ()  # added to the model's EOS / end-of-turn ids
+    ignore_eos: bool = False
+
+    def __post_init__(self) -> None:
+        checks: list[tuple[str, bool, str]] = [
+            ("temperature", 0.0 <= self.temperature <= 100.0, "must be in [0, 100]"),
+            ("top_k", self.top_k >= 0, "must be >= 0"),
+            ("top_p", 0.0 < self.top_p <= 1.0, "must be in (0, 1]"),
+            ("min_p", 0.0 <= self.min_p <= 1.0, "must be in [0, 1]"),
+            ("repeat_penalty", 0.0 < self.repeat_penalty <= 100.0, "must be in (0, 100]"),
+            ("presence_penalty", -100.0 <= self.presence_penalty <= 100.0, "must be in [-100, 100]"),
+            ("frequency_penalty", -100.0 <= self.frequency_penalty <= 100.0, "must be in [-100, 100]"),
+            ("penalty_last_n", self.penalty_last_n >= 0, "must be >= 0"),
+            ("max_tokens", self.max_tokens >= 1, "must be >= 1"),
+            ("stop", len(self.stop) <= 16 and all(self.stop), "at most 16 non-empty strings"),
+        ]
+        for name, ok, reason in checks:
+            if not ok:
+                raise EngineError(f"sampling {name}={getattr(self, name)!r}: {reason}")
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    """One turn of a conversation, as the chat template sees it."""
+
+    role: Role
+    content: str
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """Exactly one of messages (chat-templated), prompt (raw text) or prompt_ids."""
+
+    messages: tuple[ChatMessage, ...] | None = None
+    prompt: str | None = None
+    prompt_ids: tuple[int, ...] | None = None
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    add_bos: bool | None = None  # None = as the model's metadata says (raw prompts only)
+    request_id: int = field(default_factory=lambda: next(_request_ids))
+
+    def __post_init__(self) -> None:
+        given = [x is not None for x in (self.messages, self.prompt, self.prompt_ids)]
+        if sum(given) != 1:
+            raise EngineError("request: give exactly one of messages, prompt or prompt_ids")
+
+
+@dataclass
+class Stats:
+    """Counters and timings of one finished request (also the `ember run --json` fields)."""
+
+    runner: str = ""
+    device: str = ""
+    prompt_tokens: int = 0
+    cached_tokens: int = 0  # prompt tokens served from the prefix cache (RAM or disk)
+    generated_tokens: int = 0
+    evicted_tokens: int = 0  # tokens dropped by the sink window so far in this sequence
+    drafted_tokens: int = 0
+    accepted_tokens: int = 0
+    context_tokens: int = 0  # tokens in the KV cache at the end
+    context_limit: int = 0
+    ttft_s: float = 0.0
+    prefill_tok_s: float = 0.0
+    decode_tok_s: float = 0.0
+
+    @property
+    def acceptance_rate(self) -> float:
+        return self.accepted_tokens / self.drafted_tokens if self.drafted_tokens else 0.0
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    """New text (UTF-8 safe, stop strings held back) and the token ids that produced it."""
+
+    text: str
+    token_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Finished:
+    """The last event of every request."""
+
+    reason: FinishReason
+    text: str  # the whole reply
+    token_ids: tuple[int, ...]
+    stats: Stats
+    error: str = ""  # one-line reason when reason == "error"
+
+
+Event = TextDelta | Finished
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """How to load a model; every field maps to an `ember run` flag."""
+
+    model: str
+    runner: str = "auto"  # auto | torch | llama.cpp | remote
+    device: str = "auto"  # auto | cpu | cuda | mps
+    threads: int = 0  # 0 = physical cores
+    ctx: int = 4096  # context limit in tokens
+    kv_budget_bytes: int = 0  # 0 = derived from ctx
+    block_size: int = 16
+    sink: int = 4
+    window: int = -1  # -1 = derived from ctx; 0 = sink window off (a full cache waits/preempts)
+    draft: str = "none"  # none | lookup | self | MODEL
+    draft_tokens: int = 4
+    prefix_cache: bool = True
+    max_batch: int = 8  # sequences decoded together
+    remote_url: str = ""
+    remote_api_key: str = ""
+
+    def __post_init__(self) -> None:
+        if self.ctx < 16:
+            raise EngineError(f"ctx={self.ctx}: must be at least 16 tokens")
+        if self.block_size < 1 or self.block_size & (self.block_size - 1):
+            raise EngineError(f"block_size={self.block_size}: must be a power of two")
+        if self.sink < 0 or self.window < -1:
+            raise EngineError("sink must be >= 0 and window >= -1")
+        if not 1 <= self.draft_tokens <= 32:
+            raise EngineError(f"draft_tokens={self.draft_tokens}: must be between 1 and 32")
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    """What is loaded, for status bars and `--json` output."""
+
+    model: str
+    runner: str
+    device: str
+    architecture: str
+    context_limit: int
+    features: dict[str, bool] = field(default_factory=dict)  # sink_window, prefix_cache, draft...
+
+
+class RequestHandle(Protocol):
+    """A submitted request: iterate its events from any thread; abort() stops it early."""
+
+    def __iter__(self) -> Iterator[Event]: ...
+
+    def abort(self) -> None: ...
+
+    def result(self) -> Finished:
+        """Block until the request finishes; return its Finished event."""
+        ...
+
+
+class Backend(Protocol):
+    """What the CLI, TUI and server need from an engine (a fake backend implements it too)."""
+
+    @property
+    def info(self) -> EngineInfo: ...
+
+    def submit(self, request: GenerationRequest) -> RequestHandle: ...
+
+    def count_tokens(self, request: GenerationRequest) -> int: ...
+
+    def close(self) -> None: ...
+
+
+def load_engine(options: EngineOptions) -> Backend:
+    """Load a model and return a thread-owned engine (an EngineThread) behind the Backend API."""
+    from ember.engine.engine_thread import start_engine_thread
+
+    return start_engine_thread(options)

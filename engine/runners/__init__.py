@@ -1,0 +1,1 @@
+"""Runners turn scheduled token batches into logits: torch, llama.cpp, remote."""

@@ -1,0 +1,1 @@
+"""Our transformer on PyTorch."""

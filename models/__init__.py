@@ -1,0 +1,1 @@
+"""Model files: GGUF, safetensors, quant formats, tokenizers, chat templates, Hub, registry."""

@@ -1,0 +1,21 @@
+"""Shared test setup: an isolated EMBER_HOME per test, no network to the Hub, marker helpers."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(autouse=True)
+def ember_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own EMBER_HOME so nothing touches the user's real folders."""
+    home = tmp_path / "ember_home"
+    monkeypatch.setenv("EMBER_HOME", str(home))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    return home
