@@ -19,3 +19,17 @@ def ember_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     return home
+
+
+_REPO = Path(__file__).resolve().parent.parent
+TEST_CACHE = _REPO / "tests" / ".cache"  # built once per checkout, ignored by git
+
+
+@pytest.fixture(scope="session")
+def starter_gguf() -> Path:
+    """The real starter model file (Gemma 3 270M Q4_K_M), assembled once into tests/.cache."""
+    from ember.models.starter import starter_installed, starter_path
+
+    if not starter_installed():
+        pytest.fail("the starter model package is missing: pip install -e '.[dev]'")
+    return starter_path(TEST_CACHE / "models")
