@@ -1,0 +1,137 @@
+"""The packaging files are exercised where this machine can: lint, verify, build, install."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGING = ROOT / "packaging"
+
+
+def _tool(name: str) -> str:
+    found = shutil.which(name) or shutil.which(name, path=str(Path(sys.executable).parent))
+    if found is None:
+        pytest.fail(f"{name} is not installed (.ci/run installs it)")
+    return found
+
+
+def test_dockerfile_lints_clean() -> None:
+    # DL3008/DL3013: apt and pip versions are pinned by the base image and by torch==2.13.0.
+    out = subprocess.run(
+        [
+            _tool("hadolint"),
+            "--ignore",
+            "DL3008",
+            "--ignore",
+            "DL3013",
+            "--no-color",
+            str(PACKAGING / "docker" / "Dockerfile"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_dockerfile_serves_with_a_key_and_cpu_torch() -> None:
+    text = (PACKAGING / "docker" / "Dockerfile").read_text()
+    assert "torch==2.13.0" in text and "whl/cpu" in text
+    assert '"serve", "--host", "0.0.0.0"' in text and "EMBER_API_KEY" in text
+    assert "USER 10001" in text
+
+
+def test_systemd_unit_verifies(tmp_path: Path) -> None:
+    unit = (PACKAGING / "systemd" / "ember.service").read_text()
+    assert "ExecStart=/usr/local/bin/ember serve --host 127.0.0.1" in unit
+    # systemd-analyze checks that ExecStart's binary exists: point it at this interpreter.
+    local = tmp_path / "ember.service"
+    local.write_text(unit.replace("/usr/local/bin/ember", sys.executable))
+    out = subprocess.run(
+        [_tool("systemd-analyze"), "verify", str(local)], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+
+
+def test_homebrew_formula_is_valid_ruby() -> None:
+    out = subprocess.run(
+        [_tool("ruby"), "-c", str(PACKAGING / "homebrew" / "ember.rb")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0 and "Syntax OK" in out.stdout, out.stderr
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out_dir = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(out_dir),
+            str(ROOT),
+        ],
+        check=True,
+        timeout=300,
+    )
+    return next(out_dir.glob("ember-*.whl"))
+
+
+def test_wheel_installs_everything_under_ember(wheel: Path) -> None:
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert tops == {"ember"}
+    for module in (
+        "ember/app/cli.py",
+        "ember/engine/api.py",
+        "ember/models/gguf.py",
+        "ember/tui/app.py",
+    ):
+        assert module in names
+    entry = next(n for n in names if n.endswith("entry_points.txt"))
+    assert "ember = ember.app.cli:main" in zipfile.ZipFile(wheel).read(entry).decode()
+
+
+def test_pipx_install_of_the_wheel_runs(wheel: Path, tmp_path: Path) -> None:
+    constraints = tmp_path / "constraints.txt"
+    constraints.write_text("torch==2.13.0\n")  # the CPU wheel; never the multi-GB CUDA build
+    env = dict(
+        os.environ,
+        PIPX_HOME=str(tmp_path / "pipx"),
+        PIPX_BIN_DIR=str(tmp_path / "bin"),
+        PIPX_MAN_DIR=str(tmp_path / "man"),
+        PIP_CONSTRAINT=str(constraints),
+    )
+    subprocess.run(
+        [_tool("pipx"), "install", "--python", sys.executable, str(wheel)],
+        check=True,
+        env=env,
+        timeout=900,
+        capture_output=True,
+    )
+    out = subprocess.run(
+        [str(tmp_path / "bin" / "ember"), "--version"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    from ember import __version__
+
+    assert out.stdout.strip() == f"ember {__version__}"
