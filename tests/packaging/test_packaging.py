@@ -109,7 +109,8 @@ def test_wheel_installs_everything_under_ember(wheel: Path) -> None:
 
 def test_pipx_install_of_the_wheel_runs(wheel: Path, tmp_path: Path) -> None:
     constraints = tmp_path / "constraints.txt"
-    constraints.write_text("torch==2.13.0\n")  # the CPU wheel; never the multi-GB CUDA build
+    # torch==2.13.0 is the CPU wheel (never the multi-GB CUDA build); llama-cpp-python from the cache
+    constraints.write_text((ROOT / ".ci" / "constraints.txt").read_text())
     env = dict(
         os.environ,
         PIPX_HOME=str(tmp_path / "pipx"),
