@@ -14,7 +14,7 @@ from gguf import GGMLQuantizationType as Q
 
 HIDDEN, FFN, N_HEADS, N_KV, HEAD_DIM, N_LAYERS = 64, 128, 2, 1, 32, 2
 TOKENS = ["<unk>", "<s>", "</s>", "<end_of_turn>"] + [chr(ord("a") + i) for i in range(28)]
-VOCAB = len(TOKENS)  # 32
+VOCAB = len(TOKENS)  # 32 by default; n_vocab= grows the vocabulary (and the file)
 TEMPLATE = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
 
 
@@ -31,10 +31,16 @@ def _add(
         writer.add_tensor(name, gguf.quants.quantize(data, qtype), raw_dtype=qtype)
 
 
-def _metadata(writer: gguf.GGUFWriter, arch: str, chat_template: bool) -> None:
+def _tokens(n_vocab: int) -> list[str]:
+    return TOKENS[:n_vocab] + [f"t{i}" for i in range(len(TOKENS), n_vocab)]
+
+
+def _metadata(
+    writer: gguf.GGUFWriter, arch: str, chat_template: bool, n_vocab: int, context_length: int
+) -> None:
     writer.add_name(f"tiny-{arch}")
     writer.add_block_count(N_LAYERS)
-    writer.add_context_length(256)
+    writer.add_context_length(context_length)
     writer.add_embedding_length(HIDDEN)
     writer.add_feed_forward_length(FFN)
     writer.add_head_count(N_HEADS)
@@ -47,9 +53,9 @@ def _metadata(writer: gguf.GGUFWriter, arch: str, chat_template: bool) -> None:
         writer.add_sliding_window(16)
     writer.add_tokenizer_model("llama")
     writer.add_tokenizer_pre("default")
-    writer.add_token_list(TOKENS)
-    writer.add_token_scores([0.0] * VOCAB)
-    writer.add_token_types([1] * VOCAB)
+    writer.add_token_list(_tokens(n_vocab))
+    writer.add_token_scores([0.0] * n_vocab)
+    writer.add_token_types([1] * n_vocab)
     writer.add_bos_token_id(1)
     writer.add_eos_token_id(2)
     writer.add_add_bos_token(True)
@@ -83,17 +89,26 @@ def _layer_tensors(arch: str) -> list[tuple[str, tuple[int, ...], Q]]:
 
 
 def write_tiny_gguf(
-    path: Path, arch: str = "llama", *, tied: bool | None = None, chat_template: bool = True
+    path: Path,
+    arch: str = "llama",
+    *,
+    tied: bool | None = None,
+    chat_template: bool = True,
+    n_vocab: int = VOCAB,
+    context_length: int = 256,
+    seed: int = 0,
 ) -> Path:
     """Write a valid 2-layer GGUF of `arch` to path (gemma3 ties embeddings by default)."""
+    if n_vocab < 4:
+        raise ValueError("n_vocab must cover the 4 special tokens")
     tied = arch == "gemma3" if tied is None else tied
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(seed)
     writer = gguf.GGUFWriter(str(path), arch)
-    _metadata(writer, arch, chat_template)
-    _add(writer, rng, "token_embd.weight", (VOCAB, HIDDEN), Q.Q8_0)
+    _metadata(writer, arch, chat_template, n_vocab, context_length)
+    _add(writer, rng, "token_embd.weight", (n_vocab, HIDDEN), Q.Q8_0)
     _add(writer, rng, "output_norm.weight", (HIDDEN,), Q.F32)
     if not tied:
-        _add(writer, rng, "output.weight", (VOCAB, HIDDEN), Q.F16)
+        _add(writer, rng, "output.weight", (n_vocab, HIDDEN), Q.F16)
     for i in range(N_LAYERS):
         for name, shape, qtype in _layer_tensors(arch):
             _add(writer, rng, f"blk.{i}.{name}", shape, qtype)
