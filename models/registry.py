@@ -206,6 +206,9 @@ class Registry:
             if fmt == "safetensors" and path.is_file():
                 path = path.parent
             return ResolvedModel(default_name(path, fmt), path, fmt, peek_architecture(path, fmt))
+        pulled = [r for r in self.store.all() if r.name.startswith(ref + ":") and r.path.exists()]
+        if pulled:  # `org/repo` after `ember pull org/repo`: its most recently added quant
+            return _resolved(max(pulled, key=lambda r: r.added_at))
         raise RegistryError(_unknown_message(ref))
 
     def _ensure_starter(self) -> ModelRecord:
