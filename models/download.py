@@ -180,7 +180,6 @@ class Downloader:
         return 0
 
     def _copy(self, remote: RemoteFile, stream: Stream, part: Path, offset: int) -> None:
-        buffer = memoryview(bytearray(self.chunk_bytes))
         started, last_emit, done = time.monotonic(), 0.0, offset
         fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
@@ -190,13 +189,13 @@ class Downloader:
                         f"{remote.name}: cancelled; {done} bytes kept in {part}, rerun to resume"
                     )
                 try:
-                    count = stream.readinto(buffer)
+                    chunk = stream.read_some(self.chunk_bytes)
                 except (TimeoutError, OSError, http.client.HTTPException) as exc:
                     raise _Retry(f"connection lost after {done} bytes: {exc}") from None
-                if not count:
+                if not chunk:
                     break
-                _write_all(fd, buffer[:count], remote, part)
-                done += count
+                _write_all(fd, memoryview(chunk), remote, part)
+                done += len(chunk)
                 now = time.monotonic()
                 if now - last_emit >= 0.1:
                     self._emit(remote, done, offset, started)

@@ -49,6 +49,9 @@ class SearchHit:
     likes: int
     formats: list[str]  # "gguf" and/or "safetensors" when the tags say so
     tags: list[str]
+    storage_bytes: int | None = None  # all files of the repo (every quant)
+    parameters: int | None = None
+    architecture: str | None = None
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready."""
@@ -57,6 +60,9 @@ class SearchHit:
             "downloads": self.downloads,
             "likes": self.likes,
             "formats": self.formats,
+            "storage_bytes": self.storage_bytes,
+            "parameters": self.parameters,
+            "architecture": self.architecture,
         }
 
 
@@ -180,12 +186,30 @@ def search(text: str, fmt: str | None = None, limit: int = 20) -> list[SearchHit
     with hub_errors(f"search {text!r}"):
         models = list(
             _api().list_models(  # type: ignore[attr-defined]
-                search=text or None, filter=fmt, sort="downloads", limit=limit
+                search=text or None, filter=fmt, sort="downloads", limit=limit, expand=_EXPAND
             )
         )
-    hits = []
-    for m in models:
-        tags = list(m.tags or [])
-        formats = [f for f in ("gguf", "safetensors") if f in tags]
-        hits.append(SearchHit(m.id, int(m.downloads or 0), int(m.likes or 0), formats, tags))
-    return hits
+    return [_hit(m) for m in models]
+
+
+_EXPAND = ["downloads", "likes", "tags", "usedStorage", "gguf", "safetensors"]
+
+
+def _hit(m: object) -> SearchHit:
+    tags = list(getattr(m, "tags", None) or [])
+    formats = [f for f in ("gguf", "safetensors") if f in tags]
+    gguf = getattr(m, "gguf", None) or {}
+    st = getattr(m, "safetensors", None)
+    params = gguf.get("total") if isinstance(gguf, dict) else None
+    if params is None and st is not None:
+        params = getattr(st, "total", None)
+    return SearchHit(
+        repo_id=str(getattr(m, "id", "")),
+        downloads=int(getattr(m, "downloads", 0) or 0),
+        likes=int(getattr(m, "likes", 0) or 0),
+        formats=formats,
+        tags=tags,
+        storage_bytes=getattr(m, "used_storage", None),
+        parameters=int(params) if params is not None else None,
+        architecture=gguf.get("architecture") if isinstance(gguf, dict) else None,
+    )

@@ -26,9 +26,9 @@ class Stream:
     connection: http.client.HTTPConnection
     url: str
 
-    def readinto(self, buffer: memoryview) -> int:
-        """Read up to len(buffer) body bytes into buffer; 0 at the end."""
-        return self.response.readinto(buffer)
+    def read_some(self, max_bytes: int) -> bytes:
+        """Whatever body bytes have arrived (at most max_bytes, one socket read); b"" at the end."""
+        return self.response.read1(max_bytes)
 
     def close(self) -> None:
         self.connection.close()

@@ -31,7 +31,7 @@ def _show_plan(plan: object) -> None:
     for choice in plan.choices:  # type: ignore[attr-defined]
         fit = plan.fit_of(choice)  # type: ignore[attr-defined]
         kv = human_bytes(fit.kv_bytes) if fit.kv_bytes is not None else "?"
-        mark = "*" if choice is plan.choice else " "  # type: ignore[attr-defined]
+        mark = "*" if choice.label == plan.choice.label else " "  # type: ignore[attr-defined]
         rows.append(
             [
                 f"{mark} {choice.label}",

@@ -45,6 +45,7 @@ class FakeRepo:
     downloads: int = 0
     tags: list[str] = field(default_factory=list)
     small_files: set[str] = field(default_factory=set)  # served as regular (non-LFS) git files
+    parameters: int = 1000
     commit: str = ""
 
     def __post_init__(self) -> None:
@@ -218,7 +219,20 @@ class _Handler(BaseHTTPRequestHandler):
         return repo
 
     def _card(self, repo: FakeRepo) -> dict[str, object]:
-        return {
+        extra: dict[str, object] = {}
+        if "gguf" in repo.tags:
+            extra["gguf"] = {
+                "total": repo.parameters,
+                "architecture": "llama",
+                "context_length": 128,
+            }
+        if "safetensors" in repo.tags:
+            extra["safetensors"] = {
+                "parameters": {"F32": repo.parameters},
+                "total": repo.parameters,
+            }
+        return extra | {
+            "usedStorage": sum(len(b) for b in repo.files.values()),
             "id": repo.repo_id,
             "modelId": repo.repo_id,
             "sha": repo.commit,
@@ -293,14 +307,15 @@ class _Handler(BaseHTTPRequestHandler):
         if fault is not None and fault.status is not None:
             return self._error(fault.status, None, f"injected {fault.status}")
         data = repo.files[path]
-        start, status = 0, 200
+        start, end, status = 0, len(data), 200
         match = _RANGE.match(self.headers.get("Range", ""))
         if match and not (fault and fault.ignore_range):
             start = int(match[1])
+            end = min(len(data), int(match[2]) + 1) if match[2] else len(data)
             if start >= len(data) and len(data) > 0:
                 return self._error(416, None, "range not satisfiable")
             status = 206
-        body = data[start:]
+        body = data[start:end]
         if fault is not None and fault.corrupt and body:
             middle = len(body) // 2
             body = body[:middle] + bytes([body[middle] ^ 0xFF]) + body[middle + 1 :]
@@ -312,7 +327,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Accept-Ranges", "bytes")
         self.send_header("Content-Length", str(len(body)))
         if status == 206:
-            self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+            self.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(data)}")
         self.end_headers()
         if not head:
             self._send_body(key, body, fault)
@@ -343,8 +358,11 @@ class _Handler(BaseHTTPRequestHandler):
             pass
         if sent < len(body):
             self.close_connection = True
-            self.wfile.flush()
-            self.connection.shutdown(2)  # socket.SHUT_RDWR: the client sees a short body
+            try:
+                self.wfile.flush()
+                self.connection.shutdown(2)  # socket.SHUT_RDWR: the client sees a short body
+            except OSError:
+                pass
 
 
 def use_hub(monkeypatch: object, server: HubServer) -> None:
