@@ -13,6 +13,7 @@ from pathlib import PurePosixPath
 
 from ember.models.errors import DownloadError
 from ember.models.hub import HubFile, RepoListing
+from ember.models.safetensors_pickle import PICKLE_SUFFIXES as _PICKLE_NAMES
 
 # Most-wanted first: a 4-bit K-quant is the usual sweet spot for small machines.
 QUANT_PREFERENCE = [
@@ -24,7 +25,7 @@ _QUANT = re.compile(
 )
 _SPLIT = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$")
 _REPO = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
-PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
+PICKLE_SUFFIXES = tuple(sorted(_PICKLE_NAMES))
 HF_SIDE_FILES = {
     "config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
     "tokenizer.model", "special_tokens_map.json", "added_tokens.json", "vocab.json",

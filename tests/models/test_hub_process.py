@@ -21,9 +21,10 @@ REPO, FILE = "org/big-GGUF", "big-Q4_0.gguf"
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def data(tmp_path: Path) -> bytes:
-    return write_tiny_gguf(tmp_path / "src.gguf", rows=65_536).read_bytes()  # 8 MB
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    folder = tmp_path_factory.mktemp("src")
+    return write_tiny_gguf(folder / "src.gguf", rows=32_768).read_bytes()  # about 7 MB
 
 
 @pytest.fixture
