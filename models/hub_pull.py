@@ -259,18 +259,14 @@ class Puller:
         self, ref: PullRef, commit: str, choice: Choice, path: Path, owned: bool
     ) -> ModelRecord:
         """Validate what arrived (inspect_model) and add it to the registry."""
+        from ember.models.inspect import inspect_model
+
         try:
-            from ember.models.inspect import inspect_model
-        except ImportError:
-            inspect_model = None  # type: ignore[assignment]
-        info = None
-        if inspect_model is not None:
-            try:
-                info = inspect_model(path)
-            except ModelFileError as exc:
-                raise DownloadError(
-                    f"{ref}: the downloaded files are not a usable model: {exc}"
-                ) from None
+            info = inspect_model(path)
+        except ModelFileError as exc:
+            raise DownloadError(
+                f"{ref}: the downloaded files are not a usable model: {exc}"
+            ) from None
         single = choice.format == "gguf" and len(choice.files) == 1
         record = ModelRecord(
             name=record_name(ref.repo_id, choice),

@@ -135,7 +135,7 @@ class Registry:
             architecture=info.architecture,
             parameters=info.n_params,
             quant=info.quant,
-            size_bytes=info.file_size,
+            size_bytes=model_size(path, fmt),
             owned=False,
         )
         return self.register(record)

@@ -168,9 +168,8 @@ def test_pull_list_then_pull_json(
     hub.add_repo("org/t-GGUF", {"t-Q4_K_M.gguf": q4, "t-Q8_0.gguf": q4 + b""})
     code, out, _ = _run(capsys, "pull", "org/t-GGUF", "--list")
     assert code == 0 and "* Q4_K_M" in out and "Q8_0" in out and "KV@4096" in out
-    assert (
-        "524.3 KB" in out
-    )  # KV: 2 (K, V) x 2 layers x 2 kv heads x 8 dims x 4096 tokens x 2 bytes
+    # KV: 2 (K, V) x 2 layers x 1 kv head x 32 dims x 4096 tokens x 2 bytes = 1048576
+    assert "1.0 MB" in out
     assert not list((tmp_path / "ember_home").rglob("*.gguf"))
     code, out, err = _run(capsys, "pull", "org/t-GGUF", "--json")
     assert code == 0, err
