@@ -25,6 +25,7 @@ from ember.models.template_sandbox import (
 if TYPE_CHECKING:
     from jinja2 import Template
 
+    from ember.models.gguf import GGUFModel
     from ember.models.tokenizer import Tokenizer
 
 CHATML = (
@@ -51,9 +52,6 @@ GEMMA = (
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<start_of_turn>model\n' }}{% endif %}"
 )
-
-_GGUF_KEYS = {"general.architecture", "tokenizer.chat_template"}
-_GGUF_TOKEN_KEYS = {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id"}
 
 
 @dataclass(frozen=True)
@@ -95,17 +93,16 @@ class ChatTemplate:
         return cls(CHATML, "builtin-chatml", bos_token, eos_token)
 
     @classmethod
-    def from_gguf(cls, model: Path | str) -> ChatTemplate:
-        """The GGUF file's tokenizer.chat_template, or the built-in one for its architecture."""
-        from ember.models.gguf_kv import read_gguf_metadata
+    def from_gguf(cls, model: GGUFModel | Path | str) -> ChatTemplate:
+        """The GGUF model's tokenizer.chat_template, or the built-in one for its architecture."""
+        from ember.models.gguf import GGUFModel, open_gguf
 
-        values, tokens = read_gguf_metadata(model, _GGUF_KEYS, _GGUF_TOKEN_KEYS)
-        bos = tokens.get("tokenizer.ggml.bos_token_id", "")
-        eos = tokens.get("tokenizer.ggml.eos_token_id", "")
-        source = values.get("tokenizer.chat_template")
+        gguf = model if isinstance(model, GGUFModel) else open_gguf(model)
+        bos, eos = _gguf_token_texts(gguf)
+        source = gguf.chat_template
         if isinstance(source, str) and source.strip():
             return cls(source, "gguf", bos, eos)
-        return cls.for_architecture(str(values.get("general.architecture", "")), bos, eos)
+        return cls.for_architecture(gguf.architecture, bos, eos)
 
     @classmethod
     def from_hf(cls, folder: Path | str) -> ChatTemplate:
@@ -174,6 +171,16 @@ class ChatTemplate:
             raise limit_error(exc) or TemplateError(
                 f"chat template ({self.template_source}) failed: {type(exc).__name__}: {exc}"
             ) from exc
+
+
+def _gguf_token_texts(gguf: GGUFModel) -> tuple[str, str]:
+    """The BOS and EOS token spellings of a GGUF vocabulary ("" when absent)."""
+    ids = (gguf.tokenizer.bos_id, gguf.tokenizer.eos_id)
+    if all(i is None for i in ids) or gguf.array_count("tokenizer.ggml.tokens") is None:
+        return "", ""
+    tokens = gguf.metadata_array("tokenizer.ggml.tokens")
+    texts = [str(tokens[i]) if i is not None and 0 <= i < len(tokens) else "" for i in ids]
+    return texts[0], texts[1]
 
 
 def _json(path: Path) -> dict[str, Any]:
