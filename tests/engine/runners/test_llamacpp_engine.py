@@ -38,8 +38,13 @@ def raw(starter_gguf: Path) -> Iterator[Any]:
 
 
 @pytest.fixture(scope="module")
-def engine(starter_gguf: Path) -> Iterator[Backend]:
-    backend = load_engine(options(starter_gguf))
+def snapshots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("prefix")
+
+
+@pytest.fixture(scope="module")
+def engine(starter_gguf: Path, snapshots: Path) -> Iterator[Backend]:
+    backend = load_engine(options(starter_gguf, prefix_cache_dir=str(snapshots)))
     yield backend
     backend.close()
 
@@ -86,17 +91,15 @@ def test_sink_window_eviction_runs_past_the_cache(starter_gguf: Path, raw: Any) 
     assert done.stats.context_tokens <= 16 + 64 + 16
 
 
-def test_disk_snapshot_restores_the_prefix_in_a_fresh_engine(starter_gguf: Path, raw: Any) -> None:
+def test_disk_snapshot_restores_the_prefix_in_a_fresh_engine(
+    engine: Backend, starter_gguf: Path, snapshots: Path, raw: Any
+) -> None:
     ids = raw.tokenize(SYSTEM + b"Question: name a colour.", add_bos=True)
-    first_engine = load_engine(options(starter_gguf))
+    first = greedy(engine, ids, 8)  # finishing saves the prompt's blocks to disk
+    fresh = load_engine(options(starter_gguf, prefix_cache_dir=str(snapshots)))
     try:
-        first = greedy(first_engine, ids, 8)
+        second = greedy(fresh, ids, 8)
     finally:
-        first_engine.close()
-    second_engine = load_engine(options(starter_gguf))
-    try:
-        second = greedy(second_engine, ids, 8)
-    finally:
-        second_engine.close()
+        fresh.close()
     assert second.stats.cached_tokens > 0
     assert second.token_ids == first.token_ids
