@@ -110,3 +110,25 @@ def test_starter_model(starter_gguf: Path) -> None:
     assert len(tokens) == 262144 and tokens[2] == "<bos>"
     embd = model.tensors["token_embd.weight"]
     assert embd.shape == (262144, 640) and embd.qtype == gguf.GGMLQuantizationType.Q8_0
+
+
+def test_split_model_opens_from_the_first_shard(tmp_path: Path) -> None:
+    first = write_tiny_gguf(tmp_path / "big.gguf", "qwen3", split_max_tensors=10)
+    shards = sorted(tmp_path.glob("big-*-of-*.gguf"))
+    assert first == shards[0] and len(shards) > 2
+    model = open_gguf(first)
+    whole = open_gguf(write_tiny_gguf(tmp_path / "one.gguf", "qwen3"))
+    assert model.shards == shards and model.check_supported() == whole.hparams
+    assert model.file_size == sum(p.stat().st_size for p in shards)
+    assert set(model.tensors) == set(whole.tensors)
+    for name, t in whole.tensors.items():
+        assert model.tensors[name].raw.tobytes() == t.raw.tobytes()
+    with pytest.raises(ModelFileError, match="a later shard of a split model"):
+        open_gguf(shards[1])
+    renamed = shards[0].with_name("other.gguf")
+    renamed.write_bytes(shards[0].read_bytes())
+    with pytest.raises(ModelFileError, match="is not <stem>-00001-of"):
+        open_gguf(renamed)
+    shards[-1].unlink()
+    with pytest.raises(ModelFileError, match=f"big-00001-of.*missing shard {shards[-1].name}"):
+        open_gguf(first)
