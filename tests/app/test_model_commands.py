@@ -182,6 +182,7 @@ def test_pull_list_then_pull_json(
     code, out, _ = _run(capsys, "rm", "org/t-GGUF:Q4_K_M", "-y")
     assert code == 0 and "freed" in out
     assert not list((tmp_path / "ember_home").rglob("*.gguf"))
+    assert not (tmp_path / "ember_home" / "data" / "models" / "hub").exists()  # no leftovers
 
 
 def test_pull_offline_names_what_is_missing(
@@ -217,3 +218,5 @@ def test_pull_safetensors_repo_end_to_end(
     for name in want:
         assert (resolved.path / name).read_bytes() == files[name]
     assert hub.served("org/tiny-st", "pytorch_model.bin") == 0
+    code, out, _ = _run(capsys, "rm", "org/tiny-st", "-y")
+    assert code == 0 and "freed" in out and not resolved.path.exists()
