@@ -115,7 +115,13 @@ class Registry:
         if not path.exists():
             raise RegistryError(f"{path}: no such file or folder")
         fmt = detect_format(path)
-        info = _inspect(path)
+        from ember.models.errors import ModelFileError
+        from ember.models.inspect import inspect_model
+
+        try:
+            info = inspect_model(path)
+        except ModelFileError as exc:
+            raise RegistryError(f"{path}: not added: {exc}") from None
         name = name or default_name(path, fmt)
         existing = self.store.find(name)
         if existing is not None and existing.path != path:
@@ -126,9 +132,9 @@ class Registry:
             name=name,
             path=path,
             format=fmt,
-            architecture=_info_get(info, "architecture") or peek_architecture(path, fmt),
-            parameters=_info_get(info, "parameters", "parameter_count", "n_params"),
-            quant=_quant_label(info),
+            architecture=info.architecture,
+            parameters=info.n_params,
+            quant=info.quant,
             size_bytes=model_size(path, fmt),
             owned=False,
         )
@@ -206,6 +212,9 @@ class Registry:
             if fmt == "safetensors" and path.is_file():
                 path = path.parent
             return ResolvedModel(default_name(path, fmt), path, fmt, peek_architecture(path, fmt))
+        pulled = [r for r in self.store.all() if r.name.startswith(ref + ":") and r.path.exists()]
+        if pulled:  # `org/repo` after `ember pull org/repo`: its most recently added quant
+            return _resolved(max(pulled, key=lambda r: r.added_at))
         raise RegistryError(_unknown_message(ref))
 
     def _ensure_starter(self) -> ModelRecord:
@@ -269,28 +278,6 @@ def _delete_owned(record: ModelRecord, models_dir: Path) -> int:
         elif not any(folder.iterdir()):
             folder.rmdir()
     return freed
-
-
-def _inspect(path: Path) -> object | None:
-    """inspect_model(path) from models/inspect.py: validates the files; ModelFileError if bad."""
-    try:
-        from ember.models.inspect import inspect_model
-    except ImportError:
-        return None
-    return inspect_model(path)
-
-
-def _info_get(info: object | None, *names: str) -> object | None:
-    for attr in names:
-        value = getattr(info, attr, None)
-        if value is not None:
-            return value
-    return None
-
-
-def _quant_label(info: object | None) -> str | None:
-    value = _info_get(info, "quant", "file_type", "dominant_quant")
-    return str(value) if value is not None else None
 
 
 def resolve_model(ref: str) -> ResolvedModel:
