@@ -8,6 +8,7 @@ SQLite file in the data dir (registry_store.py); this module is the API the CLI 
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import time
 from dataclasses import dataclass, replace
@@ -111,7 +112,7 @@ class Registry:
 
     def add_path(self, path: Path, name: str | None = None) -> ModelRecord:
         """Validate a local GGUF file or safetensors folder and register it in place (no copy)."""
-        path = path.expanduser().resolve()
+        path = Path(os.path.abspath(path.expanduser()))  # keep symlinks (HF cache snapshots)
         if not path.exists():
             raise RegistryError(f"{path}: no such file or folder")
         fmt = detect_format(path)
@@ -205,7 +206,7 @@ class Registry:
         path = Path(ref).expanduser()
         if path.exists():
             fmt = detect_format(path)
-            path = path.resolve()
+            path = Path(os.path.abspath(path))
             known = self.store.find_by_path(path)
             if known is not None:
                 return _resolved(known)

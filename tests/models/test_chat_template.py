@@ -8,6 +8,7 @@ import pytest
 
 from ember.models.chat_template import ChatTemplate, Segment
 from ember.models.errors import TemplateError
+from ember.models.inspect import TEMPLATE_SOURCES
 from ember.models.template_sandbox import TemplateLimits
 from ember.models.tokenizer import open_tokenizer
 from tests.fixtures.tiny_models import TinyModels
@@ -40,11 +41,12 @@ CHATML_EXPECTED = (
 
 def test_builtin_templates_render_the_known_formats() -> None:
     gemma = ChatTemplate.for_architecture("gemma3", bos_token="<bos>")
-    assert gemma.template_source == "builtin-gemma"
+    assert gemma.template_source == "built-in gemma"
     assert gemma.render(CONVERSATION) == GEMMA_EXPECTED
     chatml = ChatTemplate.for_architecture("qwen2")
-    assert chatml.template_source == "builtin-chatml"
+    assert chatml.template_source == "built-in chatml"
     assert chatml.render(CONVERSATION) == CHATML_EXPECTED
+    assert {gemma.template_source, chatml.template_source} <= set(TEMPLATE_SOURCES)  # ember show
     assert chatml.render(CONVERSATION[:2], add_generation_prompt=False).endswith(
         "Hi there<|im_end|>\n"
     )
@@ -52,9 +54,16 @@ def test_builtin_templates_render_the_known_formats() -> None:
 
 @pytest.mark.parametrize("arch", ["llama", "qwen2", "qwen3", "gemma3"])
 def test_tiny_models_carry_their_template(tiny_models: TinyModels, arch: str) -> None:
+    from ember.models.safetensors import open_safetensors
+
     from_hf = ChatTemplate.from_hf(tiny_models.hf_dir(arch))
+    assert ChatTemplate.from_hf(open_safetensors(tiny_models.hf_dir(arch))).source == from_hf.source
     from_gguf = ChatTemplate.from_gguf(tiny_models.gguf(arch, "Q4_0"))
-    assert (from_hf.template_source, from_gguf.template_source) == ("tokenizer_config", "gguf")
+    assert (from_hf.template_source, from_gguf.template_source) == (
+        "tokenizer_config.json",
+        "gguf metadata",
+    )
+    assert {from_hf.template_source, from_gguf.template_source} <= set(TEMPLATE_SOURCES)
     assert from_hf.render(CONVERSATION) == from_gguf.render(CONVERSATION)
     assert from_hf.render(CONVERSATION) == (GEMMA_EXPECTED if arch == "gemma3" else CHATML_EXPECTED)
 
@@ -78,7 +87,7 @@ def test_folder_without_template_falls_back_by_architecture(tmp_path: Path) -> N
     (tmp_path / "config.json").write_text('{"model_type": "gemma3_text"}')
     (tmp_path / "tokenizer_config.json").write_text('{"bos_token": "<bos>"}')
     template = ChatTemplate.from_hf(tmp_path)
-    assert template.template_source == "builtin-gemma"
+    assert template.template_source == "built-in gemma"
     assert template.render(CONVERSATION) == GEMMA_EXPECTED
 
 
@@ -92,7 +101,7 @@ def test_user_text_never_becomes_control_tokens(tiny_models: TinyModels, arch: s
 @pytest.mark.model
 def test_starter_model_template_and_ids(starter_gguf: Path) -> None:
     template = ChatTemplate.from_gguf(starter_gguf)
-    assert template.template_source == "builtin-gemma"  # the file carries no chat template
+    assert template.template_source == "built-in gemma"  # the file carries no chat template
     assert template.render(CONVERSATION) == GEMMA_EXPECTED
     tok = open_tokenizer(starter_gguf)
     benign = template.render_ids(tok, CONVERSATION)
