@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ember.models.download_hash import PartHasher
 from ember.models.errors import DownloadError
 from ember.models.hub_http import Stream, open_stream
 
@@ -106,9 +107,10 @@ class Downloader:
         part = _part_path(dest)
         _check_part_meta(part, remote)
         self._check_disk(remote, part)
+        hasher = PartHasher()
         for attempt in range(self.retries + 1):
             try:
-                self._transfer(remote, part)
+                self._transfer(remote, part, hasher)
                 break
             except _Retry as exc:
                 if attempt == self.retries:
@@ -118,7 +120,7 @@ class Downloader:
                         "rerun to resume"
                     ) from None
                 time.sleep(self.backoff_s * (2**attempt))
-        self._verify(remote, part)
+        self._verify(remote, part, hasher)
         os.replace(part, dest)
         _meta_path(part).unlink(missing_ok=True)
         return dest
@@ -135,7 +137,7 @@ class Downloader:
                 f"{free} free; free some space (see `ember du`) and rerun"
             )
 
-    def _transfer(self, remote: RemoteFile, part: Path) -> None:
+    def _transfer(self, remote: RemoteFile, part: Path, hasher: PartHasher) -> None:
         offset = part.stat().st_size if part.exists() else 0
         if remote.size_bytes is not None and offset > remote.size_bytes:
             part.unlink()
@@ -151,7 +153,10 @@ class Downloader:
             raise _Retry(f"cannot connect: {exc}") from None
         try:
             offset = self._check_status(remote, stream, offset, part)
-            self._copy(remote, stream, part, offset)
+            hasher.sync(
+                part
+            )  # covers the bytes already on disk (a resume, or none after a restart)
+            self._copy(remote, stream, part, offset, hasher)
         finally:
             stream.close()
 
@@ -179,7 +184,9 @@ class Downloader:
         )
         return 0
 
-    def _copy(self, remote: RemoteFile, stream: Stream, part: Path, offset: int) -> None:
+    def _copy(
+        self, remote: RemoteFile, stream: Stream, part: Path, offset: int, hasher: PartHasher
+    ) -> None:
         started, last_emit, done = time.monotonic(), 0.0, offset
         fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
@@ -195,6 +202,7 @@ class Downloader:
                 if not chunk:
                     break
                 _write_all(fd, memoryview(chunk), remote, part)
+                hasher.feed(chunk)
                 done += len(chunk)
                 now = time.monotonic()
                 if now - last_emit >= 0.1:
@@ -222,7 +230,7 @@ class Downloader:
         eta = (total - bytes_done) / speed if speed > 0 else None
         self.on_progress(DownloadProgress(remote.name, bytes_done, total, speed, eta, finished))
 
-    def _verify(self, remote: RemoteFile, part: Path) -> None:
+    def _verify(self, remote: RemoteFile, part: Path, hasher: PartHasher) -> None:
         size = part.stat().st_size
         if remote.size_bytes is not None and size != remote.size_bytes:
             part.unlink()
@@ -232,7 +240,8 @@ class Downloader:
             )
         if remote.sha256 is None:
             return
-        got = sha256_of(part)
+        hasher.sync(part)
+        got = hasher.hexdigest()
         if got != remote.sha256:
             part.unlink()
             _meta_path(part).unlink(missing_ok=True)

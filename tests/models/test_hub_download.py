@@ -190,3 +190,19 @@ def test_concurrent_fetches_share_one_file(hub: HubServer, tmp_path: Path) -> No
     assert (tmp_path / "m.gguf").read_bytes() == DATA
     assert hub.wait_served(REPO, FILE, len(DATA))  # the counter trails the last write a little
     assert hub.served(REPO, FILE) == len(DATA)
+
+
+def test_part_hasher_follows_the_file(tmp_path: Path) -> None:
+    from ember.models.download_hash import PartHasher
+
+    part = tmp_path / "x.part"
+    part.write_bytes(b"abc")
+    hasher = PartHasher()
+    hasher.sync(part)  # a resume: hashes what is on disk
+    hasher.feed(b"def")
+    with part.open("ab") as f:
+        f.write(b"def")
+    assert hasher.hexdigest() == hashlib.sha256(b"abcdef").hexdigest()
+    part.write_bytes(b"xy")  # the file was restarted behind the hasher's back
+    hasher.sync(part)
+    assert hasher.hexdigest() == hashlib.sha256(b"xy").hexdigest()
