@@ -72,9 +72,14 @@ class LlamaCppConfig:
 
 @cache
 def file_digest(path: Path, size: int, mtime_ns: int) -> str:
-    """SHA-256 of a model file (cached per path, size and mtime)."""
-    with path.open("rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
+    """SHA-256 of a model file: the registry's cached digest, else computed (per process)."""
+    try:
+        from ember.models.registry import Registry
+
+        return Registry().digest(path, "gguf")
+    except Exception:  # noqa: BLE001 - the digest only keys snapshots: compute it here instead
+        with path.open("rb") as f:
+            return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _meta(model: Any, key: str) -> str | None:

@@ -82,6 +82,29 @@ def http_error(status: int, body: str, config: RemoteConfig) -> str:
     return f"{config.base} answered {status}: {detail}"
 
 
+def remote_config(options: EngineOptions) -> RemoteConfig | None:
+    """The server options point at: --remote URL, a model given as a URL, or a registry entry
+    of kind remote; None for a local model."""
+    key = api_key_from_env(options.remote_api_key)
+    if options.runner == "remote" or options.remote_url:
+        if not options.remote_url:
+            raise EngineError("remote runner needs a server URL (--remote URL)")
+        return RemoteConfig(options.remote_url, options.model, key)
+    if options.runner != "auto":
+        return None
+    if options.model.startswith(("http://", "https://")):
+        return RemoteConfig(options.model, "", key)
+    try:
+        from ember.models.registry import resolve_model
+
+        resolved = resolve_model(options.model)
+    except Exception:  # noqa: BLE001 - not a registry name: the local loader reports it
+        return None
+    if getattr(resolved, "format", "") == "remote" and getattr(resolved, "url", None):
+        return RemoteConfig(str(resolved.url), str(resolved.name), key)
+    return None
+
+
 class RemoteHandle:
     """A streamed remote request: iterate its events; abort() stops it and keeps the text."""
 
@@ -221,10 +244,10 @@ class RemoteBackend:
     @classmethod
     def from_options(cls, options: EngineOptions) -> RemoteBackend:
         """From `--remote URL --model NAME` (API key: option, then environment)."""
-        if not options.remote_url:
-            raise EngineError("remote runner needs a server URL (--remote URL)")
-        key = api_key_from_env(options.remote_api_key)
-        return cls(RemoteConfig(options.remote_url, options.model, key))
+        config = remote_config(options)
+        if config is None:
+            raise EngineError(f"model {options.model!r} is not a remote server")
+        return cls(config)
 
     @property
     def info(self) -> EngineInfo:

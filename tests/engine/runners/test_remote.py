@@ -161,3 +161,35 @@ def test_bad_urls_are_refused() -> None:
         RemoteConfig("ftp://x", "m")
     with pytest.raises(EngineError, match="needs a server URL"):
         RemoteBackend.from_options(EngineOptions(model="m", runner="remote"))
+
+
+def test_load_engine_picks_the_remote_backend(
+    server: RemoteTestServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ember.engine.api import load_engine
+
+    monkeypatch.setenv("EMBER_REMOTE_API_KEY", KEY)
+    by_flag = load_engine(EngineOptions(model="ok", remote_url=server.url))
+    by_url = load_engine(EngineOptions(model=server.url + "/v1"))
+    try:
+        assert isinstance(by_flag, RemoteBackend) and isinstance(by_url, RemoteBackend)
+        assert events(by_flag, chat())[1].text == "Hello, world!"
+        assert by_url.info.device == server.url
+    finally:
+        by_flag.close()
+        by_url.close()
+
+
+def test_a_registry_entry_of_kind_remote(server: RemoteTestServer) -> None:
+    from ember.engine.runners.remote import remote_config
+
+    class Resolved:
+        name, format, url = "ok", "remote", server.url
+
+    import ember.models.registry as registry
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(registry, "resolve_model", lambda ref: Resolved())
+        config = remote_config(EngineOptions(model="my-server"))
+    assert config is not None and (config.url, config.model) == (server.url, "ok")
+    assert remote_config(EngineOptions(model="x", runner="llama.cpp")) is None
