@@ -250,3 +250,21 @@ def test_fuzzed_headers_raise_only_model_file_error(data: st.DataObject, tmp_pat
             model.tensor(name)
     except ModelFileError as exc:
         assert "\n" not in str(exc)
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2", "qwen3", "gemma3"])
+def test_tensor_names_map_both_ways(arch: str) -> None:
+    from ember.models.arch_tensors import gguf_tensor_name, hf_tensor_name
+
+    names = hf_tensors(arch, tied=False)
+    gguf_names = {gguf_tensor_name(n, arch) for n in names}
+    assert None not in gguf_names and len(gguf_names) == len(names)
+    assert {hf_tensor_name(g, arch) for g in gguf_names if g} == set(names)
+    if arch == "gemma3":
+        assert gguf_tensor_name("model.layers.3.pre_feedforward_layernorm.weight", arch) == (
+            "blk.3.ffn_norm.weight"
+        )
+        assert gguf_tensor_name("model.layers.3.post_attention_layernorm.weight", arch) == (
+            "blk.3.post_attention_norm.weight"
+        )
+    assert gguf_tensor_name("model.rotary_emb.inv_freq", arch) is None
