@@ -153,8 +153,15 @@ def hub_errors(what: str) -> Iterator[None]:
         raise DownloadError(f"{what}: the Hub answered HTTP {status}; try again later") from None
     except OfflineModeIsEnabled:
         raise DownloadError(f"{what}: offline mode is on (HF_HUB_OFFLINE=1)") from None
-    except OSError as exc:
-        raise DownloadError(f"{what}: cannot reach the Hub at {endpoint()} ({exc})") from None
+    except Exception as exc:  # the HTTP client's own errors (httpx/httpx2/requests) and OSError
+        if not isinstance(exc, OSError) and type(exc).__module__.split(".")[0] not in _HTTP_LIBS:
+            raise
+        raise DownloadError(
+            f"{what}: cannot reach the Hub at {endpoint()} ({type(exc).__name__}: {exc})"
+        ) from None
+
+
+_HTTP_LIBS = ("httpx", "httpx2", "httpcore", "httpcore2", "requests", "urllib3")
 
 
 def _sync_offline() -> None:

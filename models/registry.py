@@ -263,21 +263,25 @@ def _unknown_message(ref: str) -> str:
 def _delete_owned(record: ModelRecord, models_dir: Path) -> int:
     """Delete a downloaded model's files (never anything outside models_dir). Returns bytes."""
     root = models_dir.resolve()
-    files = model_files(record.path, record.format)
     freed = 0
-    for file in files:
-        if not file.resolve().is_relative_to(root):
+    for file in model_files(record.path, record.format):
+        if not file.exists() or not file.resolve().is_relative_to(root):
             continue
         freed += file.stat().st_size
         file.unlink()
-        for extra in (file.with_name(file.name + ".sha256"),):
-            extra.unlink(missing_ok=True)
+        for suffix in (".sha256", ".lock", ".part", ".part.json"):  # stamps and leftovers
+            file.with_name(file.name + suffix).unlink(missing_ok=True)
     folder = record.path if record.path.is_dir() else record.path.parent
-    if folder.resolve().is_relative_to(root) and folder.resolve() != root and folder.exists():
-        if record.format == "safetensors":
+    if record.format == "safetensors" and folder.resolve().is_relative_to(root):
+        if folder.resolve() != root:
             shutil.rmtree(folder, ignore_errors=True)
-        elif not any(folder.iterdir()):
-            folder.rmdir()
+        folder = folder.parent
+    # drop folders left empty, up to (not including) models_dir
+    while folder.exists() and folder.resolve() != root and folder.resolve().is_relative_to(root):
+        if any(folder.iterdir()):
+            break
+        folder.rmdir()
+        folder = folder.parent
     return freed
 
 

@@ -213,6 +213,9 @@ class _Handler(BaseHTTPRequestHandler):
         if status == 403:
             self._error(403, "GatedRepo", "Access to model is restricted")
             return None
+        if status is not None:
+            self._error(status, None, f"injected {status}")
+            return None
         repo = self.state.repos.get(repo_id)
         if repo is None:
             self._error(404, "RepoNotFound", "Repository not found")

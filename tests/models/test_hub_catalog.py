@@ -43,14 +43,19 @@ def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
 def test_pull_catalog_name_sets_alias(hub: HubServer, tmp_path: Path) -> None:
     entry = catalog_entry("qwen2.5-0.5b")
     data = write_tiny_gguf(tmp_path / "q.gguf", arch="qwen2").read_bytes()
-    hub.add_repo(entry.repo, {"qwen2.5-0.5b-instruct-q4_k_m.gguf": data, "qwen2.5-0.5b-instruct-q8_0.gguf": data})
+    hub.add_repo(
+        entry.repo,
+        {"qwen2.5-0.5b-instruct-q4_k_m.gguf": data, "qwen2.5-0.5b-instruct-q8_0.gguf": data},
+    )
     result = Puller().pull("qwen2.5-0.5b")
     assert result.record.name == f"{entry.repo}:Q4_K_M"
     assert resolve_model("qwen2.5-0.5b").path == result.record.path
     assert Registry().get("qwen2.5-0.5b").aliases == ("qwen2.5-0.5b",)
 
 
-def test_hf_cache_discovery_and_add(hub: HubServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_hf_cache_discovery_and_add(
+    hub: HubServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from huggingface_hub import hf_hub_download, snapshot_download
 
     from ember.app.cli import main
@@ -66,8 +71,14 @@ def test_hf_cache_discovery_and_add(hub: HubServer, tmp_path: Path, capsys: pyte
     snapshot_download("org/st", cache_dir=hf_cache_dir(), endpoint=hub.url)
     found = {(m.repo_id, m.label) for m in discover()}
     assert found == {("org/g-GGUF", "Q8_0"), ("org/st", "safetensors")}
+    capsys.readouterr()
+    assert main(["list"]) == 0
+    assert "2 more in the Hugging Face cache" in capsys.readouterr().out
     assert main(["add", "--hf-cache"]) == 0
     names = {r.name: r for r in Registry().list_models()}
     assert set(names) >= {"org/g-GGUF:Q8_0", "org/st"}
     assert not names["org/st"].owned and names["org/st"].format == "safetensors"
     assert resolve_model("org/st").path.is_relative_to(hf_cache_dir())
+    capsys.readouterr()
+    assert main(["list"]) == 0
+    assert "Hugging Face cache" not in capsys.readouterr().out

@@ -101,6 +101,16 @@ def test_errors_name_what_and_how(hub: HubServer, tmp_path: Path) -> None:
         _puller().pull("org/pickle")
 
 
+def test_hub_unreachable_or_failing(hub: HubServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    hub.add_repo("org/r", {"m-Q4_0.gguf": b"x"})
+    hub.state.repo_status["org/r"] = 500
+    with pytest.raises(DownloadError, match="org/r: the Hub answered HTTP 500; try again later"):
+        _puller().plan("org/r")
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens on the discard port
+    with pytest.raises(DownloadError, match=r"org/r: cannot reach the Hub at http://127.0.0.1:9"):
+        _puller().plan("org/r")
+
+
 def test_file_404_names_file(hub: HubServer, tmp_path: Path) -> None:
     hub.add_repo("org/r", {"m-Q4_0.gguf": _gguf_bytes(tmp_path, "a.gguf")})
     hub.set_fault("org/r", "m-Q4_0.gguf", Fault(status=404))
