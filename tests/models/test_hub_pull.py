@@ -8,7 +8,8 @@ import pytest
 
 from ember.models.download import DownloadProgress
 from ember.models.errors import DownloadError
-from ember.models.hub_pull import Puller, repo_folder
+from ember.models.hub_plan import repo_folder
+from ember.models.hub_pull import Puller
 from ember.models.registry import Registry, resolve_model
 from tests.models.hub_server import Fault, HubServer, use_hub
 from tests.models.tiny_gguf import write_tiny_gguf
