@@ -227,27 +227,19 @@ class LlamaCppRunner:
         self.block_map.release(seq_id)
 
     def read_blocks(self, block_ids: list[int]) -> bytes:
-        """Serialize these blocks' KV cells (llama_state_seq_get_data) with their positions."""
-        index = {block_id: i for i, block_id in enumerate(block_ids)}
-        groups = []
-        for members, state in self.block_map.export_groups(block_ids):
-            blocks = tuple(
-                snapshot.SnapshotBlock(
-                    index[b],
-                    self.block_map.blocks[b].pos_start,
-                    tuple(self.block_map.blocks[b].token_ids),
-                )
-                for b in members
-            )
-            groups.append(snapshot.SnapshotGroup(blocks, state))
-        return snapshot.pack(groups)
+        """Block-major records: each block's position, tokens and llama.cpp state bytes."""
+        records = []
+        for block_id in block_ids:
+            loc, state = self.block_map.export_block(block_id)
+            records.append(snapshot.BlockRecord(loc.pos_start, tuple(loc.token_ids), state))
+        return snapshot.pack(records, self.block_map.block_size)
 
     def write_blocks(self, block_ids: list[int], data: bytes) -> None:
-        """Load bytes from read_blocks into these blocks (EngineError if they do not fit)."""
+        """Load records from read_blocks (any run of them) into these blocks."""
         block_map = self.block_map
-        for group in snapshot.unpack(data, len(block_ids), block_map.block_size):
-            members = [(block_ids[b.index], b.pos_start, list(b.token_ids)) for b in group.blocks]
-            block_map.import_group(members, group.state)
+        records = snapshot.unpack(data, len(block_ids), block_map.block_size)
+        for block_id, record in zip(block_ids, records, strict=True):
+            block_map.import_block(block_id, record.pos_start, list(record.token_ids), record.state)
 
     def _free_context(self) -> None:
         if self._ctx is not None:
