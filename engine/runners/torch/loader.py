@@ -60,33 +60,17 @@ def _file_digest(files: list[Path]) -> str:
     return h.hexdigest()
 
 
-def _gguf_metadata(reader: Any) -> dict[str, Any]:
-    md: dict[str, Any] = {}
-    for key, fld in reader.fields.items():
-        if key.startswith("tokenizer.ggml.") and key not in ("tokenizer.ggml.model",):
-            continue  # vocab arrays are the tokenizer's business
-        try:
-            md[key] = fld.contents()
-        except Exception:  # noqa: BLE001 - unreadable optional keys are simply absent
-            continue
-    return md
-
-
 def _open_gguf(path: Path) -> ModelSource:
-    import gguf
+    from ember.models.gguf import open_gguf
 
-    try:
-        reader = gguf.GGUFReader(path)
-    except Exception as exc:  # noqa: BLE001 - the gguf package raises assorted errors
-        raise EngineError(f"{path}: not a readable GGUF file ({exc})") from exc
-    md = _gguf_metadata(reader)
-    spec = arch_for_gguf(str(md.get("general.architecture", "?")), path)
-    tensors: dict[str, WeightTensor] = {}
-    for t in reader.tensors:
-        shape = tuple(int(d) for d in reversed(t.shape.tolist()))  # ggml (ne0=in, ...) -> (out, in)
-        tensors[t.name] = WeightTensor(t.name, shape, int(t.tensor_type), raw=t.data)
-    config = config_from_gguf(spec, md, {n: w.shape for n, w in tensors.items()})
-    return ModelSource(path, "gguf", spec, config, tensors, _file_digest([path]), keepalive=reader)
+    model = open_gguf(path)  # bounded header check; tensors are zero-copy mmap views
+    spec = arch_for_gguf(model.architecture, path)
+    tensors = {
+        name: WeightTensor(name, tuple(t.shape), int(t.qtype), raw=t.raw)
+        for name, t in model.tensors.items()
+    }
+    config = config_from_gguf(spec, model.metadata, {n: w.shape for n, w in tensors.items()})
+    return ModelSource(path, "gguf", spec, config, tensors, _file_digest([path]), keepalive=model)
 
 
 _HF_LAYER = re.compile(r"^layers\.(\d+)\.(.+)$")

@@ -65,14 +65,6 @@ class TorchOptions:
         return _DTYPES[self.dtype]
 
 
-def _open_tokenizer(path: Path) -> Any:
-    try:
-        from ember.models.tokenizer import open_tokenizer  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return open_tokenizer(path)
-
-
 class TorchRunner:
     """Runs ForwardBatches through a Transformer whose KV lives in a block-addressed KVStore."""
 
@@ -81,7 +73,7 @@ class TorchRunner:
     ) -> None:
         cfg = src.config
         self.src, self.model, self.cfg, self.device, self.dtype = src, model, cfg, device, dtype
-        self.tokenizer: Tokenizer = _open_tokenizer(src.path)
+        self._tokenizer: Tokenizer | None = None
         freq_factors = src.tensors.get("rope_freqs.weight")
         factors = freq_factors.to_float() if freq_factors is not None else None
         self.ropes = {
@@ -99,6 +91,15 @@ class TorchRunner:
             model_digest=src.digest,
             dtype=str(dtype).removeprefix("torch."),
         )
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        """The model's tokenizer, opened on first use (GGUF: llama.cpp's vocab)."""
+        if self._tokenizer is None:
+            from ember.models.tokenizer import open_tokenizer
+
+            self._tokenizer = open_tokenizer(self.src.path)
+        return self._tokenizer
 
     @classmethod
     def load(

@@ -10,7 +10,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import torch
 
 # GGML type ids (gguf.GGMLQuantizationType values) grouped by the packed form they map to
@@ -43,15 +42,9 @@ class WeightTensor:
 
 
 def _dequantize(raw: Any, qtype: int, shape: tuple[int, ...]) -> torch.Tensor:
-    try:
-        from ember.models.quants import dequantize
-    except ImportError:  # until models/quants.py lands: the gguf package's reference code
-        from gguf import GGMLQuantizationType
-        from gguf.quants import dequantize as gguf_dequantize
-
-        out = gguf_dequantize(np.asarray(raw), GGMLQuantizationType(qtype))
-        return torch.from_numpy(np.ascontiguousarray(out, dtype=np.float32)).reshape(shape)
     from gguf import GGMLQuantizationType
+
+    from ember.models.quants import dequantize
 
     return dequantize(raw, GGMLQuantizationType(qtype), shape)
 
@@ -59,12 +52,9 @@ def _dequantize(raw: Any, qtype: int, shape: tuple[int, ...]) -> torch.Tensor:
 def _dequantize_rows(
     raw: Any, qtype: int, shape: tuple[int, ...], ids: torch.Tensor
 ) -> torch.Tensor:
-    try:
-        from ember.models.quants import dequantize_rows
-    except ImportError:
-        rows = np.asarray(raw).reshape(shape[0], -1)[ids.numpy()]
-        return _dequantize(rows, qtype, (len(ids), shape[1]))
     from gguf import GGMLQuantizationType
+
+    from ember.models.quants import dequantize_rows
 
     return dequantize_rows(raw, GGMLQuantizationType(qtype), shape, ids)
 
