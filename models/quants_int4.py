@@ -105,6 +105,42 @@ def int4_groups(
     return to_int4(w, a, b, dtype)
 
 
+# int4x2: two int4 weights whose sum is the 5/8-bit weight, w = a u + b with u = 16 h + l:
+#   hi: q = h + c, scale 16 a, zero 0     -> 16 a h + 16 a (c - 8)
+#   lo: q = l,     scale a,    zero z_lo  -> a l - 8 a + z_lo,  z_lo = b - 16 a (c - 8) + 8 a
+# c keeps z_lo a small exact multiple of a where b is one: Q5_0 (b = -16 a, c = 8): z_lo = -8 a;
+# Q8_0 (b = -128 a, c = 0): z_lo = 8 a. So in bf16 only a's rounding remains: w' = bf16(a) q.
+EXACT_WIDE: dict[GGMLQuantizationType, tuple[AffineFn, int]] = {
+    T.Q5_0: (legacy.affine_q5_0, 8),
+    T.Q5_1: (legacy.affine_q5_1, 8),
+    T.Q5_K: (k.affine_q5_k, 8),
+    T.Q8_0: (legacy.affine_q8_0, 0),
+}
+Int4Part = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # (q (G, 32) int32, scale, zero)
+
+
+def int4x2_groups(
+    qtype: GGMLQuantizationType,
+    blocks: torch.Tensor,
+    dequant: Callable[[torch.Tensor], torch.Tensor],
+    dtype: torch.dtype,
+) -> tuple[Int4Part, Int4Part]:
+    """Blocks -> (hi, lo) int4 parts with w = hi + lo: exact for EXACT_WIDE, else a residual fit."""
+    if qtype not in EXACT_WIDE:
+        # Lossy: fit w, then fit what the first grid missed.
+        w = dequant(blocks).reshape(-1, GROUP_SIZE)
+        hi = to_int4(w, *fit_affine(w), dtype)
+        residual = w - dequant_int4(*hi)
+        return hi, to_int4(residual, *fit_affine(residual), dtype)
+    affine, c = EXACT_WIDE[qtype]
+    u, a, b = affine(blocks)
+    u = u.reshape(-1, GROUP_SIZE).to(torch.int32)
+    a, b = a.reshape(-1), b.reshape(-1)
+    hi = ((u >> 4) + c, (16.0 * a).to(dtype), torch.zeros_like(a, dtype=dtype))
+    lo = (u & 15, a.to(dtype), (b - 16.0 * (c - 8) * a + 8.0 * a).to(dtype))
+    return hi, lo
+
+
 def dequant_int4(q: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor) -> torch.Tensor:
     """The weights an int4 group form stands for: (q - 8) * scale + zero, float32 (G, 32)."""
     s = scale.to(torch.float32).reshape(-1, 1)

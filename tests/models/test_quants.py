@@ -11,7 +11,9 @@ from gguf import quants as gguf_quants
 from ember.models.errors import ModelFileError
 from ember.models.quants import SUPPORTED_TYPES, dequantize, dequantize_rows
 from tests.models.gguf_tensors import RawTensor, read_tensors
-from tests.models.quant_blocks import random_tensor
+from tests.models.quant_blocks import one_torch_thread, random_tensor
+
+__all__ = ["one_torch_thread"]  # the autouse fixture applies to this module
 
 T = GGMLQuantizationType
 ALL_TYPES = [
