@@ -83,6 +83,24 @@ def _rel(err: torch.Tensor, ref: torch.Tensor) -> tuple[float, float]:
     return float(err.abs().max() / ref.abs().max()), float(err.abs().mean() / ref.abs().mean())
 
 
+def mapped_weights(raw: np.ndarray, qtype: GGMLQuantizationType, shape, packed) -> torch.Tensor:
+    """The float32 weights a PackedWeight stands for. int4 forms come from the mapping math
+    (quants_int4) rather than the kernel on an identity matrix, which is slow at K = 2048; the
+    tests check that the kernel agrees with that math."""
+    from ember.models.quants import DEQUANTIZERS
+    from ember.models.quants_int4 import dequant_int4, int4_groups, int4x2_groups
+
+    if packed.kind not in ("int4", "int4x2"):
+        return packed_to_float(packed)
+    blocks = torch.from_numpy(raw).reshape(-1, GGML_QUANT_SIZES[qtype][1])
+    deq, dtype = DEQUANTIZERS[qtype], packed.dtype
+    if packed.kind == "int4":
+        parts: tuple = (int4_groups(qtype, blocks, deq, dtype),)
+    else:
+        parts = int4x2_groups(qtype, blocks, deq, dtype)
+    return sum(dequant_int4(*part) for part in parts).reshape(shape)
+
+
 def error_rows(w_src: np.ndarray) -> list[tuple[str, str, float, float, float, float]]:
     """(format, target, weight max, weight mean, output max, output mean) relative errors."""
     x = torch.randn(8, w_src.shape[1], generator=torch.Generator().manual_seed(0))
@@ -96,7 +114,7 @@ def error_rows(w_src: np.ndarray) -> list[tuple[str, str, float, float, float, f
         targets = [auto] + [t for t in others if t != auto]
         for target in targets:
             packed = repack(raw, qtype, w_src.shape, target)  # type: ignore[arg-type]
-            wm, wa = _rel(packed_to_float(packed) - w, w)
+            wm, wa = _rel(mapped_weights(raw, qtype, w_src.shape, packed) - w, w)
             ym, ya = _rel(matmul(x, packed) - y_ref, y_ref)
             label = f"{target} (auto)" if target == auto else target
             rows.append((qtype.name, label, wm, wa, ym, ya))
@@ -133,10 +151,36 @@ def speed_rows(rows: int, cols: int, runs: int) -> list[tuple[str, float, float,
     return out
 
 
+# Gemma 3 270M's linear shapes (out, in) and a 32k-row slice of its tied output head.
+MATMUL_SHAPES = [(1024, 640), (256, 640), (640, 1024), (2048, 640), (640, 2048), (32768, 640)]
+
+
+def matmul_rows(runs: int) -> list[tuple[str, int, dict[str, float]]]:
+    """(shape, M, kind -> median microseconds) of matmul on Q8_0 weights repacked to each kind."""
+    from tests.models.quant_blocks import random_tensor
+
+    out = []
+    for n, k in MATMUL_SHAPES:
+        raw = random_tensor(T.Q8_0, n, k, seed=2)
+        packed = {kind: repack(raw, T.Q8_0, (n, k), kind) for kind in MATMUL_KINDS}  # type: ignore[arg-type]
+        for m in (1, 16):
+            x = torch.randn(m, k, dtype=torch.bfloat16)
+            times = {
+                kind: 1e6 * _median_seconds(lambda p=p: matmul(x, p), runs * 10)  # noqa: B023
+                for kind, p in packed.items()
+            }
+            out.append((f"{n}x{k}", m, times))
+    return out
+
+
+MATMUL_KINDS = ("int4", "int4x2", "int8", "bf16")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--errors", action="store_true", help="only the error table")
     parser.add_argument("--speed", action="store_true", help="only the throughput table")
+    parser.add_argument("--matmul", action="store_true", help="only the matmul timing table")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     args = parser.parse_args()
@@ -144,7 +188,8 @@ def main() -> int:
         torch.set_num_threads(args.threads)
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, load average {load}")
-    if not args.speed:
+    only = args.errors or args.speed or args.matmul
+    if args.errors or not only:
         w_src, source = source_weights()
         print(f"\nRepack error vs exact dequantization, source: {source}")
         print(
@@ -153,13 +198,22 @@ def main() -> int:
         print("|---|---|---|---|---|---|")
         for name, target, wm, wa, ym, ya in error_rows(w_src):
             print(f"| {name} | {target} | {wm:.2e} | {wa:.2e} | {ym:.2e} | {ya:.2e} |")
-    if not args.errors:
+    if args.speed or not only:
         rows, cols = 2048, 4096
         print(f"\nThroughput on a {rows}x{cols} tensor, median of {args.runs} runs (GB/s of input)")
         print("| format | MB | dequantize GB/s | repack (auto) GB/s | auto target |")
         print("|---|---|---|---|---|")
         for name, mb, deq, rep, target in speed_rows(rows, cols, args.runs):
-            print(f"| {name} | {mb:.1f} | {deq:.2f} | {rep:.2f} | {target} |")
+            print(f"| {name} | {mb:.1f} | {deq:.3g} | {rep:.3g} | {target} |")
+    if args.matmul or not only:
+        print(
+            f"\nmatmul(x, packed) in microseconds, median of {args.runs * 10} runs, x bf16 (M, in)"
+        )
+        print("| weight (out x in) | M | " + " | ".join(MATMUL_KINDS) + " |")
+        print("|---|---|" + "---|" * len(MATMUL_KINDS))
+        for shape, m, times in matmul_rows(args.runs):
+            cells = " | ".join(f"{times[k]:.0f}" for k in MATMUL_KINDS)
+            print(f"| {shape} | {m} | {cells} |")
     return 0
 
 

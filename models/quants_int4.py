@@ -13,8 +13,9 @@ Each source group of 32 weights is first written in an affine form w = q * a + b
     16-element sub-blocks per group, 5/6/8-bit values): least squares over the group,
     alternating q = round((w - b) / a) clamped to 0..15 with the closed-form (a, b) for fixed q.
     Each half-step minimizes the squared error for the other fixed, so it never gets worse.
-Finally scale and zero are rounded to the storage dtype (bf16 by default) and q is re-chosen as
-the nearest level of the rounded grid, which undoes most of that rounding's effect on w.
+Finally scale and zero are rounded to the storage dtype (bf16 by default). Exact formats keep
+their own q (one cheap pass: this runs at model load); fitted ones re-pick q as the nearest
+level of the rounded grid.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ GROUP_SIZE = 32
 FIT_ITERATIONS = 6
 
 T = GGMLQuantizationType
+Int4Part = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # (q (G, 32) int32, scale, zero)
 AffineFn = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
 
 # Formats whose groups of 32 are exactly q * a + b with q in 0..15.
@@ -41,14 +43,11 @@ EXACT_AFFINE: dict[GGMLQuantizationType, AffineFn] = {
 }
 
 
-def exact_groups(
-    qtype: GGMLQuantizationType, blocks: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """uint8 blocks -> (w (G, 32) float32, a (G, 1), b (G, 1)) with w = q a + b exactly."""
+def exact_int4(qtype: GGMLQuantizationType, blocks: torch.Tensor, dtype: torch.dtype) -> Int4Part:
+    """uint8 blocks of an EXACT_AFFINE type -> its own q with scale a and zero b + 8 a in dtype."""
     q, a, b = EXACT_AFFINE[qtype](blocks)
-    q32 = q.reshape(-1, GROUP_SIZE).to(torch.float32)
-    a, b = a.reshape(-1, 1), b.reshape(-1, 1)
-    return a * q32 + b, a, b
+    a, b = a.reshape(-1), b.reshape(-1)
+    return q.reshape(-1, GROUP_SIZE).to(torch.int32), a.to(dtype), (b + 8.0 * a).to(dtype)
 
 
 def _nearest_q(w: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -95,14 +94,12 @@ def int4_groups(
     blocks: torch.Tensor,
     dequant: Callable[[torch.Tensor], torch.Tensor],
     dtype: torch.dtype,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+) -> Int4Part:
     """Blocks of whole rows -> int4 (q (G, 32), scale (G,), zero (G,)), exact where possible."""
     if qtype in EXACT_AFFINE:
-        w, a, b = exact_groups(qtype, blocks)
-    else:
-        w = dequant(blocks).reshape(-1, GROUP_SIZE)
-        a, b = fit_affine(w)
-    return to_int4(w, a, b, dtype)
+        return exact_int4(qtype, blocks, dtype)
+    w = dequant(blocks).reshape(-1, GROUP_SIZE)
+    return to_int4(w, *fit_affine(w), dtype)
 
 
 # int4x2: two int4 weights whose sum is the 5/8-bit weight, w = a u + b with u = 16 h + l:
@@ -116,7 +113,6 @@ EXACT_WIDE: dict[GGMLQuantizationType, tuple[AffineFn, int]] = {
     T.Q5_K: (k.affine_q5_k, 8),
     T.Q8_0: (legacy.affine_q8_0, 0),
 }
-Int4Part = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # (q (G, 32) int32, scale, zero)
 
 
 def int4x2_groups(

@@ -58,8 +58,10 @@ def pack_rows(
     packed: list[list[torch.Tensor]] = [[] for _ in range(n_parts)]
     for start in range(0, padded, CHUNK_ROWS):
         stop = min(start + CHUNK_ROWS, padded)
-        qs = [torch.full((stop - start, cols), 8, dtype=torch.int32) for _ in range(n_parts)]
         real = max(0, min(stop, rows) - start)
+        qs = [torch.empty(stop - start, cols, dtype=torch.int32) for _ in range(n_parts)]
+        for q_part in qs:
+            q_part[real:] = 8
         if real:
             blocks = data[start : start + real].reshape(-1, GGML_QUANT_SIZES[qtype][1])
             for i, (q, scale, zero) in enumerate(parts_fn(blocks)):

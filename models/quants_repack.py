@@ -143,9 +143,11 @@ def _repack_int8(
     for start in range(0, rows, CHUNK_ROWS):
         chunk = data[start : start + CHUNK_ROWS]
         w = DEQUANTIZERS[qtype](_split_blocks(chunk, qtype)).view(chunk.shape[0], cols)
-        s = (w.abs().amax(dim=1) / 127.0).to(dtype)
+        lo, hi = torch.aminmax(w, dim=1)
+        s = (torch.maximum(hi, -lo) / 127.0).to(dtype)  # (R,)
         s32 = s.to(torch.float32).unsqueeze(1)
-        q = torch.round(w / torch.where(s32 == 0, 1.0, s32)).clamp_(-128, 127)
+        inv = torch.where(s32 == 0, 0.0, 1.0 / s32)
+        q = w.mul_(inv).round_().clamp_(-128, 127)  # in place: w is a temporary
         weight[start : start + chunk.shape[0]] = q.to(torch.int8)
         scales[start : start + chunk.shape[0]] = s
     return PackedWeight("int8", rows, cols, weight.to(device), scales=scales.to(device))

@@ -14,7 +14,9 @@ class Tokenizer(Protocol):
     vocab_size: int
     bos_id: int | None
     eos_id: int | None
-    eot_ids: frozenset[int]  # every id that ends a turn or the text (EOS, <end_of_turn>, <|im_end|>...)
+    eot_ids: frozenset[
+        int
+    ]  # every id that ends a turn or the text (EOS, <end_of_turn>, <|im_end|>...)
     add_bos: bool  # whether the model's metadata asks for BOS at the start of a prompt
 
     def encode(self, text: str, *, add_bos: bool = False, parse_special: bool = False) -> list[int]:
