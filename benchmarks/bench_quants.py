@@ -65,13 +65,13 @@ def ggml_quantize(w: np.ndarray, qtype: GGMLQuantizationType) -> np.ndarray:
 def source_weights() -> tuple[np.ndarray, str]:
     """Real weights from the starter model if it is installed, else a Gaussian stand-in."""
     try:
+        from ember.models.gguf import open_gguf
         from ember.models.starter import starter_installed, starter_path
-        from tests.models.gguf_tensors import read_tensors
 
         if starter_installed():
             path = starter_path(Path(__file__).resolve().parent.parent / "tests/.cache/models")
-            t = read_tensors(path)["blk.0.ffn_down.weight"]
-            w = dequantize(t.data, t.qtype, t.shape).numpy()
+            t = open_gguf(path).tensors["blk.0.ffn_down.weight"]
+            w = dequantize(t.raw, t.qtype, t.shape).numpy()
             return w, f"starter blk.0.ffn_down ({t.qtype.name}, {t.shape[0]}x{t.shape[1]})"
     except ImportError:
         pass

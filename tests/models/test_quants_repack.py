@@ -22,6 +22,7 @@ from gguf import quants as gguf_quants
 
 from ember.models import quants_int4pack, quants_repack
 from ember.models.errors import ModelFileError
+from ember.models.gguf import open_gguf
 from ember.models.quants import dequantize
 from ember.models.quants_int4pack import pack_int4
 from ember.models.quants_repack import (
@@ -31,7 +32,6 @@ from ember.models.quants_repack import (
     packed_to_float,
     repack,
 )
-from tests.models.gguf_tensors import RawTensor, read_tensors
 from tests.models.quant_blocks import one_torch_thread, random_tensor
 
 __all__ = ["one_torch_thread"]  # the autouse fixture applies to this module
@@ -260,12 +260,12 @@ def test_bad_requests_are_model_file_errors() -> None:
 
 @pytest.mark.model
 def test_real_tensors_auto_repack_within_bounds(starter_gguf) -> None:
-    tensors: dict[str, RawTensor] = read_tensors(starter_gguf)
+    tensors = open_gguf(starter_gguf).tensors
     for name in ("blk.0.attn_output.weight", "blk.0.attn_q.weight", "blk.0.attn_v.weight",
                  "blk.0.ffn_down.weight"):  # fmt: skip  # Q4_K, Q5_0, Q8_0, Q6_K
         t = tensors[name]
         rows = 64  # the first 64 output rows keep the float32 reconstruction cheap
-        raw = t.data.reshape(t.shape[0], -1)[:rows]
+        raw = t.data[:rows]  # (rows, bytes per row) uint8 view
         shape = (rows, t.shape[1])
         w = dequantize(raw, t.qtype, shape)
         packed = repack(raw, t.qtype, shape)
