@@ -29,7 +29,7 @@ from ember.models import quants_k as k
 from ember.models import quants_legacy as legacy
 
 GROUP_SIZE = 32
-FIT_ITERATIONS = 6
+FIT_ITERATIONS = 3  # the squared error is within 1% of its limit after 3 (measured)
 
 T = GGMLQuantizationType
 Int4Part = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # (q (G, 32) int32, scale, zero)
@@ -52,40 +52,38 @@ def exact_int4(qtype: GGMLQuantizationType, blocks: torch.Tensor, dtype: torch.d
 
 def _nearest_q(w: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Nearest level index 0..15 of the grid b + q a for each w (q = 0 where a == 0)."""
-    safe = torch.where(a == 0, torch.ones_like(a), a)
-    q = torch.round((w - b) / safe).clamp_(0, 15)
-    return torch.where(a == 0, torch.zeros_like(q), q)
+    inv = torch.where(a == 0, 0.0, 1.0 / torch.where(a == 0, 1.0, a))  # (G, 1): cheap
+    return ((w - b) * inv).round_().clamp_(0, 15)
 
 
 def fit_affine(
     w: torch.Tensor, iterations: int = FIT_ITERATIONS
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Least-squares affine 4-bit grid per row of w (G, 32): (a (G, 1), b (G, 1))."""
-    lo = w.amin(dim=-1, keepdim=True)
-    hi = w.amax(dim=-1, keepdim=True)
+    lo, hi = torch.aminmax(w, dim=-1, keepdim=True)
     a, b = (hi - lo) / 15.0, lo  # min-max start
+    n = w.shape[-1]
     w_mean = w.mean(dim=-1, keepdim=True)
+    w_centered = w - w_mean
     for _ in range(iterations):
         q = _nearest_q(w, a, b)
-        q_centered = q - q.mean(dim=-1, keepdim=True)
-        var = (q_centered * q_centered).sum(dim=-1, keepdim=True)
-        cov = (q_centered * (w - w_mean)).sum(dim=-1, keepdim=True)
+        q_sum = q.sum(dim=-1, keepdim=True)
         # For fixed q: a = cov(q, w) / var(q), b = mean(w) - a mean(q); a constant q keeps a.
+        # Sums of q and q^2 are small integers, exact in float32.
+        var = (q * q).sum(dim=-1, keepdim=True) - q_sum * q_sum / n
+        cov = (q * w_centered).sum(dim=-1, keepdim=True)
         a = torch.where(var > 0, cov / torch.where(var > 0, var, 1.0), a)
-        b = w_mean - a * q.mean(dim=-1, keepdim=True)
+        b = w_mean - a * (q_sum / n)
     return a, b
 
 
-def to_int4(
-    w: torch.Tensor, a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def to_int4(w: torch.Tensor, a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> Int4Part:
     """Groups w (G, 32) on grid (a, b) -> (q (G, 32) int32 0..15, scale (G,), zero (G,) in dtype)."""
     scale = a.to(dtype)
     zero = (b + 8.0 * a).to(dtype)
     s, z = scale.to(torch.float32), zero.to(torch.float32)
-    # Re-pick q on the rounded grid z + (q - 8) s, i.e. b' = z - 8 s.
+    # Re-pick q on the rounded grid z + (q - 8) s, i.e. b' = z - 8 s (s == 0: every q gives z).
     q = _nearest_q(w, s, z - 8.0 * s)
-    q = torch.where(s == 0, torch.full_like(q, 8.0), q)
     return q.to(torch.int32), scale.reshape(-1), zero.reshape(-1)
 
 
