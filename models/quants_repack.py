@@ -4,14 +4,19 @@ API (the runner's QuantLinear builds on it):
     auto_target(qtype) -> "int4" | "int8" | "bf16"     the DESIGN mapping
     repack(raw, qtype, shape, target="auto", device="cpu", dtype=torch.bfloat16) -> PackedWeight
     matmul(x, packed) -> x @ W.T                        x (..., in_features) -> (..., out_features)
+    packed_to_float(packed) -> float32 (out, in)        the weights it stands for (checks only)
 
-`shape` is (out_features, in_features) in numpy order, as for `quants.dequantize`.
+`shape` is (out_features, in_features) in numpy order, as for `quants.dequantize`; `raw` is the
+GGUF bytes (numpy or torch). A float torch tensor works too (its bytes, with qtype F32/F16/BF16):
+that is the on-load quantization of safetensors weights.
 Kinds:
     int4: weight is torch's packed int4 (CPU: `_convert_weight_to_int4pack_for_cpu` of int32
           (N, K) values 0..15 -> uint8 (N, K/2); CUDA/MPS: `_convert_weight_to_int4pack` of uint8
           (N, K/2), the even column in the high nibble, with inner_k_tiles), scales_and_zeros
           (K/32, N, 2) in `dtype`, meaning w = (q - 8) * scale + zero (see quants_int4).
     int8: weight int8 (N, K), scales (N,) in `dtype`: w = q * scale[n] (per output channel).
+    int4x2: two int4 weights added (this one and `residual`): exact for Q5_0/Q5_1/Q5_K/Q8_0 up
+          to bf16 scale rounding, 1.25 bytes per weight, two int4 matmuls (see quants_int4).
     bf16: weight (N, K) in `dtype`.
 The activation dtype of `matmul` follows `dtype` (x is cast to it, the result cast back).
 """
@@ -25,7 +30,7 @@ import torch
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from ember.models.errors import ModelFileError
-from ember.models.quants import DEQUANTIZERS, _blocks_of, dequantize, row_layout
+from ember.models.quants import DEQUANTIZERS, byte_rows, dequantize, row_layout
 from ember.models.quants_int4 import GROUP_SIZE, int4_groups, int4x2_groups
 from ember.models.quants_int4pack import pack_rows
 
@@ -100,7 +105,7 @@ def repack(
     if kind == "bf16":
         w = dequantize(raw, qtype, shape).to(dtype)
         return PackedWeight("bf16", int(shape[0]), int(shape[1]), w.to(dev))
-    raise ModelFileError(f"unknown repack target {target!r}: use int4, int8, bf16 or auto")
+    raise ModelFileError(f"unknown repack target {target!r}: use int4, int4x2, int8, bf16 or auto")
 
 
 def _repack_int4(
@@ -112,7 +117,7 @@ def _repack_int4(
     two_parts: bool,
 ) -> PackedWeight:
     rows, cols, _ = row_layout(qtype, shape)
-    data = _blocks_of(raw, qtype, shape)  # (rows, bytes per row)
+    data = byte_rows(raw, qtype, shape)  # (rows, bytes per row)
     deq = DEQUANTIZERS[qtype]
     if two_parts:
         parts = pack_rows(
@@ -137,7 +142,7 @@ def _repack_int8(
 ) -> PackedWeight:
     # Per output channel: s = max|w| / 127 (rounded to dtype first), q = round(w / s).
     rows, cols, _ = row_layout(qtype, shape)
-    data = _blocks_of(raw, qtype, shape)
+    data = byte_rows(raw, qtype, shape)
     weight = torch.empty(rows, cols, dtype=torch.int8)
     scales = torch.empty(rows, dtype=dtype)
     for start in range(0, rows, CHUNK_ROWS):

@@ -247,6 +247,15 @@ def test_float32_scales_make_exact_formats_exact() -> None:
     assert err.max() <= 1e-6 * w.abs().max()
 
 
+def test_torch_float_tensors_repack_like_their_bytes() -> None:
+    # safetensors weights quantized on load: pass the tensor itself with its float type.
+    w = torch.randn(32, 256, dtype=torch.bfloat16, generator=torch.Generator().manual_seed(4))
+    from_tensor = repack(w, T.BF16, (32, 256), "int4")
+    from_bytes = repack(w.view(torch.uint8).numpy(), T.BF16, (32, 256), "int4")
+    assert torch.equal(from_tensor.weight, from_bytes.weight)
+    assert torch.equal(packed_to_float(repack(w, T.BF16, (32, 256), "bf16")), w.float())
+
+
 def test_bad_requests_are_model_file_errors() -> None:
     raw, _ = _weights(T.Q4_0, rows=16, cols=64)
     with pytest.raises(ModelFileError, match="2-D"):
