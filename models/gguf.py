@@ -223,16 +223,24 @@ def _opt_bool(md: dict[str, Any], key: str) -> bool | None:
     return value if isinstance(value, bool) else None
 
 
+def _token_id(md: dict[str, Any], key: str, n_tokens: int | None) -> int | None:
+    """A special token id; one outside the vocabulary counts as absent (llama.cpp warns, ignores)."""
+    value = _opt_int(md, key)
+    if value is None or value < 0 or (n_tokens is not None and value >= n_tokens):
+        return None
+    return value
+
+
 def _tokenizer_meta(md: dict[str, Any], n_tokens: int | None) -> TokenizerMeta:
     return TokenizerMeta(
         model=_opt_str(md, "tokenizer.ggml.model"),
         pre=_opt_str(md, "tokenizer.ggml.pre"),
         n_tokens=n_tokens or 0,
-        bos_id=_opt_int(md, "tokenizer.ggml.bos_token_id"),
-        eos_id=_opt_int(md, "tokenizer.ggml.eos_token_id"),
-        eot_id=_opt_int(md, "tokenizer.ggml.eot_token_id"),
-        unk_id=_opt_int(md, "tokenizer.ggml.unknown_token_id"),
-        pad_id=_opt_int(md, "tokenizer.ggml.padding_token_id"),
+        bos_id=_token_id(md, "tokenizer.ggml.bos_token_id", n_tokens),
+        eos_id=_token_id(md, "tokenizer.ggml.eos_token_id", n_tokens),
+        eot_id=_token_id(md, "tokenizer.ggml.eot_token_id", n_tokens),
+        unk_id=_token_id(md, "tokenizer.ggml.unknown_token_id", n_tokens),
+        pad_id=_token_id(md, "tokenizer.ggml.padding_token_id", n_tokens),
         add_bos=_opt_bool(md, "tokenizer.ggml.add_bos_token"),
         add_eos=_opt_bool(md, "tokenizer.ggml.add_eos_token"),
     )

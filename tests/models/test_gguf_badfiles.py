@@ -10,7 +10,7 @@ import pytest
 from ember.models.errors import ModelFileError
 from ember.models.gguf import open_gguf
 from tests.models.badfiles.corpus import BAD_CASES, HUGE_DECLARED, truncation_points
-from tests.models.badfiles.layout import GGUFSpec, build, key_of, spec_from_file
+from tests.models.badfiles.layout import GGUFSpec, build, key_of, kv_u32, spec_from_file
 from tests.models.badfiles.tiny import write_tiny_gguf
 
 
@@ -128,3 +128,14 @@ def test_large_string_arrays_stay_lazy_and_bounded(tmp_path: Path) -> None:
     model = open_gguf(bad_utf8)  # opening does not decode the vocabulary...
     with pytest.raises(ModelFileError, match=r"tokenizer.ggml.tokens\[1500\] is not valid UTF-8"):
         model.metadata_array("tokenizer.ggml.tokens")  # ...reading it does
+
+
+def test_special_token_outside_the_vocabulary_counts_as_absent(
+    valid: tuple[GGUFSpec, bytes, dict[str, int]], tmp_path: Path
+) -> None:
+    spec = valid[0].copy()
+    spec.set_kv("tokenizer.ggml.eos_token_id", kv_u32("tokenizer.ggml.eos_token_id", 70000))
+    path = tmp_path / "eos.gguf"
+    path.write_bytes(build(spec)[0])
+    tok = open_gguf(path).tokenizer
+    assert tok.eos_id is None and tok.bos_id == 1  # as llama.cpp: warn-worthy, not fatal
