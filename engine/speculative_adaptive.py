@@ -80,7 +80,7 @@ class AdaptiveDraftLength:
     max_tokens: int
     free_guesses: bool = False  # proposals cost nothing (lookup): measure a while off, for free
     probe_every: int = 16
-    decay: float = 0.2
+    rate_decay: float = 0.05  # acceptance counts fade over ~20 steps
     prior_rate: float = 0.5  # acceptance assumed before a sequence has any measurement
     enabled: bool = True  # False: always draft the most the scheduler allows
     clock: Callable[[], float] = time.perf_counter
@@ -148,7 +148,7 @@ class AdaptiveDraftLength:
             rejected = 1.0 if matched < track.sent else 0.0
         else:  # a shadow proposal is scored against the next token only
             matched, rejected = min(matched, 1), 1.0 if matched == 0 else 0.0
-        keep = 1 - self.decay
+        keep = 1 - self.rate_decay
         track.accepted = keep * track.accepted + matched
         track.rejected = keep * track.rejected + rejected
 

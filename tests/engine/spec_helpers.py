@@ -45,3 +45,16 @@ def repetitive_prompt(length: int, period: int = 11, salt: int = 0) -> tuple[int
     for i in range(period + 3, length, 2 * period + 1):
         ids[i] = 4 + (ids[i] * 5 + 1) % 250
     return tuple(ids)
+
+
+class PerturbedFakeRunner(CopyingFakeRunner):
+    """A CopyingFakeRunner whose logits get a fixed random offset per last token: a "draft"
+    that agrees with the unperturbed model often, but not always."""
+
+    def __init__(self, *, noise: float = 4.0, noise_seed: int = 7, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        rng = np.random.default_rng(noise_seed)
+        self._noise = rng.standard_normal((self.info.vocab_size, self.info.vocab_size)) * noise
+
+    def _score(self, keys: np.ndarray, key_pos: np.ndarray, query_pos: int) -> np.ndarray:
+        return super()._score(keys, key_pos, query_pos) + self._noise[keys[-1]]
