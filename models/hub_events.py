@@ -10,12 +10,12 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypeAlias
 
 from ember.models.download import DownloadProgress
 from ember.models.hub_pull import Puller, PullResult
 
-PullEvent = DownloadProgress | str | PullResult
+PullEvent: TypeAlias = DownloadProgress | str | PullResult
 
 
 def pull_events(
