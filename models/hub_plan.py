@@ -27,7 +27,8 @@ from ember.models.hub_select import Choice, PullRef, choose, gguf_choices
 
 INDEX_FILE = "model.safetensors.index.json"
 
-Fetch = Callable[[HubFile], Path]  # downloads one repo file into the model folder
+Fetch = Callable[[HubFile, Path], Path]  # downloads one repo file into a folder
+SAFETENSORS_DIR = "safetensors"  # a repo's safetensors set lives apart from its GGUF files
 
 
 @dataclass(frozen=True)
@@ -54,8 +55,14 @@ class PullPlan:
 
 
 def repo_folder(models_dir: Path, repo_id: str) -> Path:
-    """Where Ember keeps a repo's downloaded files."""
+    """Where Ember keeps a repo's downloaded GGUF files (safetensors: its SAFETENSORS_DIR)."""
     return models_dir / "hub" / repo_id.replace("/", "--")
+
+
+def model_folder(models_dir: Path, repo_id: str, fmt: str) -> Path:
+    """The folder a choice of this format downloads into."""
+    folder = repo_folder(models_dir, repo_id)
+    return folder / SAFETENSORS_DIR if fmt == "safetensors" else folder
 
 
 def complete(path: Path, size_bytes: int | None) -> bool:
@@ -75,9 +82,9 @@ def make_plan(
 ) -> PullPlan:
     """Choose the files for ref in listing and estimate the fit at context ctx."""
     choice = choose(listing, ref)
-    folder = repo_folder(models_dir, ref.repo_id)
+    folder = model_folder(models_dir, ref.repo_id, choice.format)
     if choice.format == "safetensors":
-        shards, shape = safetensors_meta(ref, choice, fetch)
+        shards, shape = safetensors_meta(ref, choice, lambda f: fetch(f, folder))
         choice = choose(listing, ref, shards)
     else:
         shape = gguf_shape(ref.repo_id, listing.commit, choice, folder)
@@ -112,7 +119,7 @@ def gguf_shape(repo_id: str, commit: str, choice: Choice, folder: Path) -> Shape
 
 
 def safetensors_meta(
-    ref: PullRef, choice: Choice, fetch: Fetch
+    ref: PullRef, choice: Choice, fetch: Callable[[HubFile], Path]
 ) -> tuple[list[str] | None, Shape | None]:
     """Fetch config.json and the shard index; returns the shards the index names and the shape."""
     shards = None

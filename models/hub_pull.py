@@ -15,7 +15,7 @@ from pathlib import Path
 from ember.models import hub
 from ember.models.download import Downloader, ProgressCallback, RemoteFile
 from ember.models.errors import DownloadError, ModelFileError
-from ember.models.hub_plan import PullPlan, complete, make_plan, repo_folder
+from ember.models.hub_plan import SAFETENSORS_DIR, PullPlan, complete, make_plan, repo_folder
 from ember.models.hub_select import Choice, PullRef, choose, parse_ref
 from ember.models.registry import Registry
 from ember.models.registry_store import ModelRecord
@@ -69,13 +69,12 @@ class Puller:
         if self.offline:
             raise DownloadError(f"{ref}: offline mode is on; cannot list the repo on the Hub")
         listing = hub.list_repo(ref.repo_id, ref.revision)
-        folder = repo_folder(self.registry.models_dir, ref.repo_id)
         return make_plan(
             ref,
             listing,
             self.registry.models_dir,
             self.ctx,
-            lambda f: self._fetch(ref.repo_id, listing.commit, f, folder),
+            lambda f, folder: self._fetch(ref.repo_id, listing.commit, f, folder),
         )
 
     # ---- pulling -------------------------------------------------------------------------
@@ -124,7 +123,9 @@ class Puller:
     def _fetch(self, repo_id: str, commit: str, f: hub.HubFile, folder: Path) -> Path:
         dest = _safe_dest(folder, f.path)
         url = hub.resolve_url(repo_id, commit, f.path)
-        return self.downloader.fetch(RemoteFile(f.path, url, dest, f.size_bytes, f.sha256))
+        return self.downloader.fetch(
+            RemoteFile(f.path, url, dest, f.size_bytes, f.sha256, f.git_sha1)
+        )
 
     def _in_hf_cache(self, repo_id: str, commit: str, choice: Choice) -> Path | None:
         from ember.models.hub_cache import cached_file
@@ -142,7 +143,7 @@ class Puller:
         from ember.models.hub_cache import local_listing, snapshot_dir
 
         folder = repo_folder(self.registry.models_dir, ref.repo_id)
-        places: list[tuple[str, Path]] = [("ember", folder)]
+        places: list[tuple[str, Path]] = [("ember", folder), ("ember", folder / SAFETENSORS_DIR)]
         if (snap := snapshot_dir(ref.repo_id, ref.revision)) is not None:
             places.append(("hf-cache", snap))
         for source, place in places:

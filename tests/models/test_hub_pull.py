@@ -112,6 +112,36 @@ def test_hub_unreachable_or_failing(hub: HubServer, monkeypatch: pytest.MonkeyPa
         _puller().plan("org/r")
 
 
+def test_small_file_checked_by_git_blob_id(hub: HubServer, tmp_path: Path) -> None:
+    from tests.models.tiny_gguf import write_tiny_safetensors
+
+    folder = write_tiny_safetensors(tmp_path / "st")
+    hub.add_repo("org/st", {p.name: p.read_bytes() for p in folder.iterdir()})
+    hub.set_fault("org/st", "config.json", Fault(corrupt=True, times=1))
+    with pytest.raises(DownloadError, match="config.json: git blob SHA-1 mismatch.*deleted"):
+        _puller().pull("org/st")
+    assert _puller().pull("org/st").record.format == "safetensors"  # the next run is clean
+
+
+def test_safetensors_suffix_when_gguf_exists_too(hub: HubServer, tmp_path: Path) -> None:
+    from tests.models.tiny_gguf import write_tiny_safetensors
+
+    folder = write_tiny_safetensors(tmp_path / "st")
+    files = {p.name: p.read_bytes() for p in folder.iterdir()}
+    hub.add_repo("org/both", files | {"m-Q4_0.gguf": _gguf_bytes(tmp_path, "a.gguf")})
+    gguf = _puller().pull("org/both").record
+    assert gguf.format == "gguf"
+    record = _puller().pull("org/both:safetensors").record
+    assert record.format == "safetensors" and record.name == "org/both"
+    assert not (record.path / gguf.path.name).exists()  # the two sets live apart
+    assert Registry().remove("org/both") > 0
+    assert gguf.path.exists() and not record.path.exists()
+    assert _puller(offline=True).pull("org/both").record.path == gguf.path
+    hub.add_repo("org/only-gguf", {"m-Q4_0.gguf": b"x"})
+    with pytest.raises(DownloadError, match="no safetensors weights in org/only-gguf"):
+        _puller().pull("org/only-gguf:safetensors")
+
+
 def test_file_404_names_file(hub: HubServer, tmp_path: Path) -> None:
     hub.add_repo("org/r", {"m-Q4_0.gguf": _gguf_bytes(tmp_path, "a.gguf")})
     hub.set_fault("org/r", "m-Q4_0.gguf", Fault(status=404))
@@ -168,3 +198,30 @@ def test_hf_cache_is_reused(hub: HubServer, tmp_path: Path) -> None:
 
 def test_repo_folder_layout(tmp_path: Path) -> None:
     assert repo_folder(tmp_path, "org/name") == tmp_path / "hub" / "org--name"
+
+
+def test_pull_events_iterator(hub: HubServer, tmp_path: Path) -> None:
+    import threading
+
+    from ember.models.download import DownloadCancelled
+    from ember.models.hub_events import pull_events
+    from ember.models.hub_pull import PullResult
+
+    data = write_tiny_gguf(tmp_path / "big.gguf", rows=8192).read_bytes()
+    hub.add_repo("org/ev", {"m-Q4_0.gguf": data})
+    items = list(pull_events("org/ev"))
+    assert isinstance(items[-1], PullResult) and items[-1].record.path.read_bytes() == data
+    progress = [i for i in items if isinstance(i, DownloadProgress)]
+    assert progress[-1].done and progress[-1].bytes_done == len(data)
+    with pytest.raises(DownloadError, match="org/missing: repository not found"):
+        list(pull_events("org/missing"))
+    hub.add_repo("org/ev2", {"m-Q4_0.gguf": data})
+    hub.set_fault("org/ev2", "m-Q4_0.gguf", Fault(stall_after=len(data) // 2, times=2))
+    cancel = threading.Event()
+    with pytest.raises(DownloadCancelled, match="cancelled; .* kept in"):
+        for item in pull_events("org/ev2", cancel=cancel):
+            if isinstance(item, DownloadProgress) and 0 < item.bytes_done < len(data):
+                cancel.set()  # the TUI's "cancel" button
+                hub.state.release_stall.set()
+    part = repo_folder(Registry().models_dir, "org/ev2") / "m-Q4_0.gguf.part"
+    assert 0 < part.stat().st_size < len(data)
