@@ -176,3 +176,18 @@ def test_few_sequence_slots_still_give_the_same_output(num_seqs: int) -> None:
     for salt in range(5):
         request = GenerationRequest(prompt_ids=tuple(system + [20 + salt] * 3), sampling=greedy(6))
         assert tokens_of(mapped, request) == tokens_of(ref, request)
+
+
+def test_drafts_verified_and_rolled_back_match_plain_greedy() -> None:
+    from ember.engine.api import EngineOptions
+    from ember.engine.engine import Engine
+    from tests.engine.helpers import reference_greedy
+    from tests.engine.test_engine import OracleProposer
+
+    runner = MappedFakeRunner()
+    options = EngineOptions(model="fake", block_size=4, window=0, draft_tokens=3)
+    engine = Engine(runner, options, proposer=OracleProposer(FakeRunner()))
+    prompt = prompt_ids(10)
+    final = run(engine, GenerationRequest(prompt_ids=prompt, sampling=greedy(25)))
+    assert list(final.token_ids) == reference_greedy(FakeRunner(), list(prompt), 25)
+    assert 0 < final.stats.accepted_tokens < final.stats.drafted_tokens  # some were rolled back
