@@ -82,6 +82,12 @@ def file_digest(path: Path, size: int, mtime_ns: int) -> str:
             return hashlib.file_digest(f, "sha256").hexdigest()
 
 
+def _gpu_backend() -> str:
+    """'cuda', 'metal' or 'vulkan' as llama.cpp's build reports it, else 'gpu'."""
+    info = lib().llama_print_system_info().decode("utf-8", "replace").lower()
+    return next((name for name in ("cuda", "metal", "vulkan") if name in info), "gpu")
+
+
 def _meta(model: Any, key: str) -> str | None:
     buf = ctypes.create_string_buffer(256)
     count = lib().llama_model_meta_val_str(model, key.encode(), buf, len(buf))
@@ -119,7 +125,7 @@ class LlamaCppRunner:
         self.config = config
         self.tokenizer = tokenizer
         self._model = model
-        device = "cpu" if config.gpu_layers == 0 else "gpu"
+        device = "cpu" if config.gpu_layers == 0 else _gpu_backend()
         self.info = _model_info(path, model, device)
         self._ctx: Any = None
         self._blocks: BlockMap | None = None
