@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from jinja2 import Template
 
     from ember.models.gguf import GGUFModel
+    from ember.models.safetensors import SafetensorsModel
     from ember.models.tokenizer import Tokenizer
 
 CHATML = (
@@ -67,7 +68,9 @@ class ChatTemplate:
     """A compiled chat template plus the variables it expects (bos_token, eos_token)."""
 
     source: str
-    template_source: str  # "gguf", "tokenizer_config", "builtin-gemma" or "builtin-chatml"
+    template_source: (
+        str  # "gguf metadata", "tokenizer_config.json", "built-in gemma" or "built-in chatml"
+    )
     bos_token: str = ""
     eos_token: str = ""
     limits: TemplateLimits = field(default_factory=TemplateLimits)
@@ -89,8 +92,8 @@ class ChatTemplate:
     def for_architecture(cls, arch: str, bos_token: str = "", eos_token: str = "") -> ChatTemplate:
         """The built-in template for a model without one: Gemma turns for gemma*, else ChatML."""
         if arch.lower().startswith("gemma"):
-            return cls(GEMMA, "builtin-gemma", bos_token or "<bos>", eos_token or "<eos>")
-        return cls(CHATML, "builtin-chatml", bos_token, eos_token)
+            return cls(GEMMA, "built-in gemma", bos_token or "<bos>", eos_token or "<eos>")
+        return cls(CHATML, "built-in chatml", bos_token, eos_token)
 
     @classmethod
     def from_gguf(cls, model: GGUFModel | Path | str) -> ChatTemplate:
@@ -101,13 +104,13 @@ class ChatTemplate:
         bos, eos = _gguf_token_texts(gguf)
         source = gguf.chat_template
         if isinstance(source, str) and source.strip():
-            return cls(source, "gguf", bos, eos)
+            return cls(source, "gguf metadata", bos, eos)
         return cls.for_architecture(gguf.architecture, bos, eos)
 
     @classmethod
-    def from_hf(cls, folder: Path | str) -> ChatTemplate:
+    def from_hf(cls, model: SafetensorsModel | Path | str) -> ChatTemplate:
         """The folder's chat_template.jinja or tokenizer_config.json template, else a built-in."""
-        folder = Path(folder)
+        folder = Path(model) if isinstance(model, str | Path) else model.folder
         config = _json(folder / "tokenizer_config.json")
         bos, eos = _token_text(config.get("bos_token")), _token_text(config.get("eos_token"))
         jinja_file = folder / "chat_template.jinja"
@@ -118,7 +121,7 @@ class ChatTemplate:
             named = {t.get("name"): t.get("template") for t in source if isinstance(t, dict)}
             source = named.get("default")
         if isinstance(source, str) and source.strip():
-            return cls(source, "tokenizer_config", bos, eos)
+            return cls(source, "tokenizer_config.json", bos, eos)
         model_config = _json(folder / "config.json")
         return cls.for_architecture(str(model_config.get("model_type", "")), bos, eos)
 

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ember.models.download_hash import PartHasher
 from ember.models.errors import DownloadError
 from ember.models.hub_http import Stream, open_stream
 
@@ -48,6 +49,7 @@ class RemoteFile:
     dest: Path
     size_bytes: int | None
     sha256: str | None
+    git_sha1: str | None = None  # the git blob id, checked for small (non-LFS) files
 
 
 class DownloadCancelled(DownloadError):
@@ -106,9 +108,10 @@ class Downloader:
         part = _part_path(dest)
         _check_part_meta(part, remote)
         self._check_disk(remote, part)
+        hasher = PartHasher()
         for attempt in range(self.retries + 1):
             try:
-                self._transfer(remote, part)
+                self._transfer(remote, part, hasher)
                 break
             except _Retry as exc:
                 if attempt == self.retries:
@@ -118,7 +121,7 @@ class Downloader:
                         "rerun to resume"
                     ) from None
                 time.sleep(self.backoff_s * (2**attempt))
-        self._verify(remote, part)
+        self._verify(remote, part, hasher)
         os.replace(part, dest)
         _meta_path(part).unlink(missing_ok=True)
         return dest
@@ -135,7 +138,7 @@ class Downloader:
                 f"{free} free; free some space (see `ember du`) and rerun"
             )
 
-    def _transfer(self, remote: RemoteFile, part: Path) -> None:
+    def _transfer(self, remote: RemoteFile, part: Path, hasher: PartHasher) -> None:
         offset = part.stat().st_size if part.exists() else 0
         if remote.size_bytes is not None and offset > remote.size_bytes:
             part.unlink()
@@ -151,7 +154,10 @@ class Downloader:
             raise _Retry(f"cannot connect: {exc}") from None
         try:
             offset = self._check_status(remote, stream, offset, part)
-            self._copy(remote, stream, part, offset)
+            hasher.sync(
+                part
+            )  # covers the bytes already on disk (a resume, or none after a restart)
+            self._copy(remote, stream, part, offset, hasher)
         finally:
             stream.close()
 
@@ -179,7 +185,9 @@ class Downloader:
         )
         return 0
 
-    def _copy(self, remote: RemoteFile, stream: Stream, part: Path, offset: int) -> None:
+    def _copy(
+        self, remote: RemoteFile, stream: Stream, part: Path, offset: int, hasher: PartHasher
+    ) -> None:
         started, last_emit, done = time.monotonic(), 0.0, offset
         fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
@@ -195,6 +203,7 @@ class Downloader:
                 if not chunk:
                     break
                 _write_all(fd, memoryview(chunk), remote, part)
+                hasher.feed(chunk)
                 done += len(chunk)
                 now = time.monotonic()
                 if now - last_emit >= 0.1:
@@ -222,7 +231,7 @@ class Downloader:
         eta = (total - bytes_done) / speed if speed > 0 else None
         self.on_progress(DownloadProgress(remote.name, bytes_done, total, speed, eta, finished))
 
-    def _verify(self, remote: RemoteFile, part: Path) -> None:
+    def _verify(self, remote: RemoteFile, part: Path, hasher: PartHasher) -> None:
         size = part.stat().st_size
         if remote.size_bytes is not None and size != remote.size_bytes:
             part.unlink()
@@ -230,14 +239,18 @@ class Downloader:
                 f"{remote.name}: size mismatch ({size} bytes, the Hub says {remote.size_bytes}); "
                 "the partial file was deleted, rerun to download again"
             )
-        if remote.sha256 is None:
+        if remote.sha256 is not None:
+            hasher.sync(part)
+            got, want, kind = hasher.hexdigest(), remote.sha256, "SHA-256"
+        elif remote.git_sha1 is not None:
+            got, want, kind = git_blob_sha1(part), remote.git_sha1, "git blob SHA-1"
+        else:
             return
-        got = sha256_of(part)
-        if got != remote.sha256:
+        if got != want:
             part.unlink()
             _meta_path(part).unlink(missing_ok=True)
             raise DownloadError(
-                f"{remote.name}: SHA-256 mismatch (got {got}, the Hub says {remote.sha256}); "
+                f"{remote.name}: {kind} mismatch (got {got}, the Hub says {want}); "
                 "the corrupt file was deleted, rerun to download again"
             )
 
@@ -256,6 +269,12 @@ def _write_all(fd: int, data: memoryview, remote: RemoteFile, part: Path) -> Non
                 ) from None
             raise
         data = data[written:]
+
+
+def git_blob_sha1(path: Path) -> str:
+    """Git's object id of a file: SHA-1 over b"blob <size>\\0" + content (small files only)."""
+    data = path.read_bytes()
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
 def sha256_of(path: Path) -> str:

@@ -12,7 +12,8 @@ Public API:
                                             n_params, supported / check_supported()
     GGUFTensor                              name, qtype (gguf.GGMLQuantizationType), shape in
                                             numpy/torch order (= ggml ne reversed), nbytes,
-                                            n_elements, raw (uint8 numpy view of the mmap)
+                                            n_elements, raw (uint8 numpy view of the mmap),
+                                            data (the same bytes as a typed / per-row view)
     TokenizerMeta, QuantStat
 
 Checks at open: the header (models/gguf_header.py), the hyperparameters (models/hparams.py) and,
@@ -51,6 +52,31 @@ class GGUFTensor:
     n_elements: int
     offset: int  # absolute byte offset in the file
     raw: np.ndarray  # uint8, length nbytes, zero-copy
+
+    @property
+    def data(self) -> np.ndarray:
+        """Zero-copy typed view: float/int types as `shape` (BF16 as uint16), quantized types as
+        uint8 blocks of shape (*shape[:-1], bytes per row), like gguf.GGUFReader's tensor.data."""
+        from gguf.constants import GGML_QUANT_SIZES
+
+        dtype = _PLAIN_DTYPES.get(self.qtype.name)
+        if dtype is not None:
+            return self.raw.view(dtype).reshape(self.shape)
+        block, type_size = GGML_QUANT_SIZES[self.qtype]
+        return self.raw.reshape(*self.shape[:-1], self.shape[-1] // block * type_size)
+
+
+# unquantized ggml types -> numpy dtype (little-endian); numpy has no bfloat16
+_PLAIN_DTYPES = {
+    "F32": "<f4",
+    "F16": "<f2",
+    "BF16": "<u2",
+    "F64": "<f8",
+    "I8": "<i1",
+    "I16": "<i2",
+    "I32": "<i4",
+    "I64": "<i8",
+}
 
 
 @dataclass(frozen=True)
@@ -197,16 +223,24 @@ def _opt_bool(md: dict[str, Any], key: str) -> bool | None:
     return value if isinstance(value, bool) else None
 
 
+def _token_id(md: dict[str, Any], key: str, n_tokens: int | None) -> int | None:
+    """A special token id; one outside the vocabulary counts as absent (llama.cpp warns, ignores)."""
+    value = _opt_int(md, key)
+    if value is None or value < 0 or (n_tokens is not None and value >= n_tokens):
+        return None
+    return value
+
+
 def _tokenizer_meta(md: dict[str, Any], n_tokens: int | None) -> TokenizerMeta:
     return TokenizerMeta(
         model=_opt_str(md, "tokenizer.ggml.model"),
         pre=_opt_str(md, "tokenizer.ggml.pre"),
         n_tokens=n_tokens or 0,
-        bos_id=_opt_int(md, "tokenizer.ggml.bos_token_id"),
-        eos_id=_opt_int(md, "tokenizer.ggml.eos_token_id"),
-        eot_id=_opt_int(md, "tokenizer.ggml.eot_token_id"),
-        unk_id=_opt_int(md, "tokenizer.ggml.unknown_token_id"),
-        pad_id=_opt_int(md, "tokenizer.ggml.padding_token_id"),
+        bos_id=_token_id(md, "tokenizer.ggml.bos_token_id", n_tokens),
+        eos_id=_token_id(md, "tokenizer.ggml.eos_token_id", n_tokens),
+        eot_id=_token_id(md, "tokenizer.ggml.eot_token_id", n_tokens),
+        unk_id=_token_id(md, "tokenizer.ggml.unknown_token_id", n_tokens),
+        pad_id=_token_id(md, "tokenizer.ggml.padding_token_id", n_tokens),
         add_bos=_opt_bool(md, "tokenizer.ggml.add_bos_token"),
         add_eos=_opt_bool(md, "tokenizer.ggml.add_eos_token"),
     )

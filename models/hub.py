@@ -25,6 +25,7 @@ class HubFile:
     path: str
     size_bytes: int | None
     sha256: str | None
+    git_sha1: str | None = None  # git blob id (what the Hub publishes for non-LFS files)
 
 
 @dataclass(frozen=True)
@@ -153,8 +154,15 @@ def hub_errors(what: str) -> Iterator[None]:
         raise DownloadError(f"{what}: the Hub answered HTTP {status}; try again later") from None
     except OfflineModeIsEnabled:
         raise DownloadError(f"{what}: offline mode is on (HF_HUB_OFFLINE=1)") from None
-    except OSError as exc:
-        raise DownloadError(f"{what}: cannot reach the Hub at {endpoint()} ({exc})") from None
+    except Exception as exc:  # the HTTP client's own errors (httpx/httpx2/requests) and OSError
+        if not isinstance(exc, OSError) and type(exc).__module__.split(".")[0] not in _HTTP_LIBS:
+            raise
+        raise DownloadError(
+            f"{what}: cannot reach the Hub at {endpoint()} ({type(exc).__name__}: {exc})"
+        ) from None
+
+
+_HTTP_LIBS = ("httpx", "httpx2", "httpcore", "httpcore2", "requests", "urllib3")
 
 
 def _sync_offline() -> None:
@@ -172,7 +180,7 @@ def list_repo(repo_id: str, revision: str | None = None) -> RepoListing:
     with hub_errors(repo_id):
         info = _api().model_info(repo_id, revision=revision, files_metadata=True)  # type: ignore[attr-defined]
     files = [
-        HubFile(s.rfilename, s.size, s.lfs.sha256 if s.lfs is not None else None)
+        HubFile(s.rfilename, s.size, s.lfs.sha256 if s.lfs is not None else None, s.blob_id)
         for s in info.siblings or []
     ]
     return RepoListing(repo_id, info.sha or revision or "main", files)

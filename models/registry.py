@@ -8,6 +8,7 @@ SQLite file in the data dir (registry_store.py); this module is the API the CLI 
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import time
 from dataclasses import dataclass, replace
@@ -111,7 +112,7 @@ class Registry:
 
     def add_path(self, path: Path, name: str | None = None) -> ModelRecord:
         """Validate a local GGUF file or safetensors folder and register it in place (no copy)."""
-        path = path.expanduser().resolve()
+        path = Path(os.path.abspath(path.expanduser()))  # keep symlinks (HF cache snapshots)
         if not path.exists():
             raise RegistryError(f"{path}: no such file or folder")
         fmt = detect_format(path)
@@ -205,7 +206,7 @@ class Registry:
         path = Path(ref).expanduser()
         if path.exists():
             fmt = detect_format(path)
-            path = path.resolve()
+            path = Path(os.path.abspath(path))
             known = self.store.find_by_path(path)
             if known is not None:
                 return _resolved(known)
@@ -262,21 +263,25 @@ def _unknown_message(ref: str) -> str:
 def _delete_owned(record: ModelRecord, models_dir: Path) -> int:
     """Delete a downloaded model's files (never anything outside models_dir). Returns bytes."""
     root = models_dir.resolve()
-    files = model_files(record.path, record.format)
     freed = 0
-    for file in files:
-        if not file.resolve().is_relative_to(root):
+    for file in model_files(record.path, record.format):
+        if not file.exists() or not file.resolve().is_relative_to(root):
             continue
         freed += file.stat().st_size
         file.unlink()
-        for extra in (file.with_name(file.name + ".sha256"),):
-            extra.unlink(missing_ok=True)
+        for suffix in (".sha256", ".lock", ".part", ".part.json"):  # stamps and leftovers
+            file.with_name(file.name + suffix).unlink(missing_ok=True)
     folder = record.path if record.path.is_dir() else record.path.parent
-    if folder.resolve().is_relative_to(root) and folder.resolve() != root and folder.exists():
-        if record.format == "safetensors":
+    if record.format == "safetensors" and folder.resolve().is_relative_to(root):
+        if folder.resolve() != root:
             shutil.rmtree(folder, ignore_errors=True)
-        elif not any(folder.iterdir()):
-            folder.rmdir()
+        folder = folder.parent
+    # drop folders left empty, up to (not including) models_dir
+    while folder.exists() and folder.resolve() != root and folder.resolve().is_relative_to(root):
+        if any(folder.iterdir()):
+            break
+        folder.rmdir()
+        folder = folder.parent
     return freed
 
 

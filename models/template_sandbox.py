@@ -3,9 +3,10 @@
 `ImmutableSandboxedEnvironment` already blocks `__globals__`, `|attr('__class__')`, format-string
 attribute escapes and mutation of lists/dicts. On top of it every operation that can grow a string
 or list faster than the template's own loops (`*`, `**`, `+`, `~`, `%`, str.format widths,
-center/ljust/rjust/zfill/expandtabs/replace/join, the center/indent/replace/format/join
-filters) checks the size of its result *before* computing it, and `render_limited` stops a render
-that runs past its deadline (a trace hook counts template lines) or its output cap.
+center/ljust/rjust/zfill/expandtabs/replace/join, the center/indent/replace/format/join/batch/slice
+filters, big-integer powers, tojson indents) checks the size of its result *before* computing it,
+`lipsum` is gone, and `render_limited` stops a render that runs past its deadline (a trace hook
+watches template lines and generator resumptions) or its output cap.
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ class _LimitExceeded(Exception):
 
 _WIDTH = re.compile(r"%[-+ #0]*(\d+|\*)?(?:\.(\d+|\*))?")
 _SIZED = (str, list, tuple)
+_MAX_POWER_BITS = 1 << 16
+_MAX_JSON_INDENT = 64
 
 
 class _CheckedCodeGenerator(CodeGenerator):
@@ -78,10 +81,11 @@ class LimitedEnvironment(ImmutableSandboxedEnvironment):
             extensions=["jinja2.ext.loopcontrols"],
         )
         self.limits = limits
+        del self.globals["lipsum"]  # lipsum(n=100000) builds megabytes in one call
         self.globals["raise_exception"] = _raise_exception
         self.globals["strftime_now"] = lambda fmt: datetime.now().strftime(str(fmt))
         self.filters["tojson"] = _tojson
-        for name in ("center", "indent", "replace", "format", "join"):
+        for name in ("center", "indent", "replace", "format", "join", "batch", "slice"):
             self.filters[name] = self._checked_filter(name, self.filters[name])
 
     def unsafe_undefined(self, obj: Any, attribute: str) -> Any:
@@ -106,8 +110,12 @@ class LimitedEnvironment(ImmutableSandboxedEnvironment):
             for seq, count in ((left, right), (right, left)):
                 if isinstance(seq, _SIZED) and isinstance(count, int):
                     self.check(len(seq) * max(count, 0))
-        elif operator == "**" and isinstance(right, int) and abs(right) > 256:
-            raise _LimitExceeded(f"exponent {right} is too large")
+        elif operator == "**" and isinstance(left, int) and isinstance(right, int):
+            # the result has about bit_length(left) * right bits; big ints cost time, not just space
+            if max(abs(left).bit_length(), 1) * abs(right) > _MAX_POWER_BITS:
+                raise _LimitExceeded(
+                    f"a power of {abs(left).bit_length()}-bit ** {right} is too large"
+                )
         elif operator == "+" and isinstance(left, _SIZED) and isinstance(right, _SIZED):
             self.check(len(left) + len(right))
         elif operator == "%" and isinstance(left, str):
@@ -168,6 +176,8 @@ class LimitedEnvironment(ImmutableSandboxedEnvironment):
                 self._check_replace(str(values[0]), str(values[1]), str(values[2]))
             elif name == "format" and values:
                 self._check_printf(str(values[0]))
+            elif name in ("batch", "slice") and len(values) > 1 and isinstance(values[1], int):
+                self.check(values[1])  # batch pads its last row to this many fill values
             elif name == "join" and values:
                 sep = values[1] if len(values) > 1 else kwargs.get("d", "")
                 self._check_join(values[0], str(sep))
@@ -185,6 +195,10 @@ def _tojson(
     value: Any, indent: int | None = None, separators: Any = None, sort_keys: bool = False
 ) -> str:
     # transformers' tojson: plain JSON, non-ASCII kept (Jinja's own escapes HTML characters).
+    if isinstance(indent, int) and indent > _MAX_JSON_INDENT or isinstance(indent, str):
+        raise _LimitExceeded(
+            f"tojson indent {indent!r} is not allowed (at most {_MAX_JSON_INDENT})"
+        )
     return json.dumps(
         value, ensure_ascii=False, indent=indent, separators=separators, sort_keys=sort_keys
     )

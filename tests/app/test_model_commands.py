@@ -5,6 +5,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -182,6 +183,7 @@ def test_pull_list_then_pull_json(
     code, out, _ = _run(capsys, "rm", "org/t-GGUF:Q4_K_M", "-y")
     assert code == 0 and "freed" in out
     assert not list((tmp_path / "ember_home").rglob("*.gguf"))
+    assert not (tmp_path / "ember_home" / "data" / "models" / "hub").exists()  # no leftovers
 
 
 def test_pull_offline_names_what_is_missing(
@@ -217,3 +219,44 @@ def test_pull_safetensors_repo_end_to_end(
     for name in want:
         assert (resolved.path / name).read_bytes() == files[name]
     assert hub.served("org/tiny-st", "pytorch_model.bin") == 0
+    code, out, _ = _run(capsys, "rm", "org/tiny-st", "-y")
+    assert code == 0 and "freed" in out and not resolved.path.exists()
+
+
+# ---- pull, then `ember run` what arrived ----------------------------------------------------
+
+
+def _run_json(ref: str, runner: str) -> dict[str, object]:
+    out = subprocess.run(
+        [sys.executable, "-m", "ember", "run", ref, "Hello", "--runner", runner]
+        + ["--temperature", "0", "--max-tokens", "6", "--raw", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def test_pull_safetensors_then_run(hub: HubServer, tiny_models: Any) -> None:
+    pytest.importorskip(
+        "ember.engine.runners.torch.runner", reason="the torch runner is not on main yet"
+    )
+    src = tiny_models.hf_dir("llama")
+    hub.add_repo("org/tiny-llama", {p.name: p.read_bytes() for p in src.iterdir() if p.is_file()})
+    assert main(["pull", "org/tiny-llama"]) == 0
+    pulled = _run_json("org/tiny-llama", "torch")
+    direct = _run_json(str(src), "torch")
+    assert pulled["token_ids"] == direct["token_ids"] and len(pulled["token_ids"]) > 0  # type: ignore[arg-type]
+
+
+def test_pull_gguf_then_run(hub: HubServer, tiny_models: Any) -> None:
+    pytest.importorskip(
+        "ember.engine.runners.llamacpp", reason="the llama.cpp runner is not on main yet"
+    )
+    src = tiny_models.gguf("llama", "Q8_0")
+    hub.add_repo("org/tiny-llama-GGUF", {"tiny-llama-Q8_0.gguf": src.read_bytes()})
+    assert main(["pull", "org/tiny-llama-GGUF"]) == 0
+    pulled = _run_json("org/tiny-llama-GGUF", "llama.cpp")
+    direct = _run_json(str(src), "llama.cpp")
+    assert pulled["token_ids"] == direct["token_ids"] and len(pulled["token_ids"]) > 0  # type: ignore[arg-type]

@@ -55,6 +55,8 @@ def test_tensor_views_are_zero_copy_and_exact(tmp_path: Path) -> None:
         assert t.nbytes == ref.n_bytes == t.raw.nbytes and t.raw.dtype == np.uint8
         assert not t.raw.flags.writeable and not t.raw.flags.owndata
         assert t.raw.tobytes() == raw_file[t.offset : t.offset + t.nbytes]
+        np.testing.assert_array_equal(t.data, ref.data)  # same typed view as the gguf package
+        assert np.shares_memory(t.data, t.raw)
         got = gguf.quants.dequantize(t.raw, t.qtype).reshape(t.shape)
         want = gguf.quants.dequantize(ref.data, ref.tensor_type).reshape(t.shape)
         np.testing.assert_array_equal(got, want)

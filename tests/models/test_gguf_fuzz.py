@@ -32,10 +32,11 @@ class Valid:
         return f"Valid({len(self.raw)} bytes, header_end={self.header_end})"
 
 
-@pytest.fixture(scope="module")
-def valid(tmp_path_factory: pytest.TempPathFactory) -> Valid:
+@pytest.fixture(scope="module", params=[32, 1100], ids=["vocab32", "vocab1100"])
+def valid(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Valid:
+    """A small vocabulary (decoded at open) and a large one (walked, decoded lazily)."""
     folder = tmp_path_factory.mktemp("fuzz")
-    path = write_tiny_gguf(folder / "tiny.gguf", "gemma3")
+    path = write_tiny_gguf(folder / "tiny.gguf", "gemma3", n_vocab=request.param)
     raw, sections = build(spec_from_file(path))
     open_gguf(path)  # imports and caches warm before any measurement
     return Valid(raw, sections["data"], folder / "fuzzed.gguf")
@@ -78,7 +79,7 @@ def _open_everything(path: Path) -> None:
 
 
 @settings(
-    max_examples=300,
+    max_examples=200,
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],

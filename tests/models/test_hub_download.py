@@ -92,7 +92,7 @@ def test_http_500_retried_then_clear_error(hub: HubServer, tmp_path: Path) -> No
 
 def test_stall_times_out_and_resumes(hub: HubServer, tmp_path: Path) -> None:
     hub.set_fault(REPO, FILE, Fault(stall_after=700_000, times=1))
-    dest = _downloader(timeout_s=0.3).fetch(_remote(hub, tmp_path / "m.gguf"))
+    dest = _downloader(timeout_s=0.3, retries=10).fetch(_remote(hub, tmp_path / "m.gguf"))
     assert dest.read_bytes() == DATA
     ranges = [r for m, p, r in hub.state.requests if m == "GET"]
     assert ranges[0] is None and ranges[1] is not None and ranges[1].startswith("bytes=")
@@ -190,3 +190,19 @@ def test_concurrent_fetches_share_one_file(hub: HubServer, tmp_path: Path) -> No
     assert (tmp_path / "m.gguf").read_bytes() == DATA
     assert hub.wait_served(REPO, FILE, len(DATA))  # the counter trails the last write a little
     assert hub.served(REPO, FILE) == len(DATA)
+
+
+def test_part_hasher_follows_the_file(tmp_path: Path) -> None:
+    from ember.models.download_hash import PartHasher
+
+    part = tmp_path / "x.part"
+    part.write_bytes(b"abc")
+    hasher = PartHasher()
+    hasher.sync(part)  # a resume: hashes what is on disk
+    hasher.feed(b"def")
+    with part.open("ab") as f:
+        f.write(b"def")
+    assert hasher.hexdigest() == hashlib.sha256(b"abcdef").hexdigest()
+    part.write_bytes(b"xy")  # the file was restarted behind the hasher's back
+    hasher.sync(part)
+    assert hasher.hexdigest() == hashlib.sha256(b"xy").hexdigest()

@@ -136,3 +136,44 @@ def test_starter_model_tokenizer(starter_gguf: Path) -> None:
     assert set(ids) & set(byte_ids)
     decoder = IncrementalDecoder(tok)
     assert "".join(decoder.push(i) for i in ids) + decoder.flush() == rare
+
+
+def _write_spm_style_tokenizer(folder: Path) -> None:
+    """A sentencepiece-style tokenizer.json: Metaspace, <0xXX> byte fallback, no byte-level map."""
+    from tokenizers import Tokenizer as RawTokenizer
+    from tokenizers import decoders, models, pre_tokenizers
+
+    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
+    vocab |= {f"<0x{b:02X}>": 3 + b for b in range(256)}
+    for piece in ["▁", "H", "e", "l", "o", "w", "▁w", "r", "d"]:
+        vocab[piece] = len(vocab)
+    raw = RawTokenizer(models.BPE(vocab, [("▁", "w")], unk_token="<unk>", byte_fallback=True))
+    raw.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first")
+    raw.decoder = decoders.Sequence(
+        [
+            decoders.Replace("▁", " "),
+            decoders.ByteFallback(),
+            decoders.Fuse(),
+            decoders.Strip(" ", 1, 0),
+        ]
+    )
+    raw.add_special_tokens(["<s>", "</s>"])
+    raw.save(str(folder / "tokenizer.json"))
+    (folder / "tokenizer_config.json").write_text('{"bos_token": "<s>", "eos_token": "</s>"}')
+
+
+def test_hf_byte_fallback_tokens_give_single_bytes(tmp_path: Path) -> None:
+    _write_spm_style_tokenizer(tmp_path)
+    tok = open_tokenizer(tmp_path)
+    assert (tok.bos_id, tok.eos_id, tok.add_bos, tok.eot_ids) == (1, 2, False, frozenset({2}))
+    text = "Hello world 😀"
+    ids = tok.encode(text)
+    emoji = [3 + b for b in "😀".encode()]
+    assert ids[-4:] == emoji
+    assert [tok.token_bytes(i) for i in emoji] == [bytes([b]) for b in "😀".encode()]
+    assert tok.decode(ids) == text
+    decoder = IncrementalDecoder(tok)
+    deltas = [decoder.push(i) for i in ids]
+    assert deltas[-4:] == ["", "", "", "😀"]
+    # Piece by piece a sentencepiece word keeps its leading space; whole-text decode strips it.
+    assert "".join(deltas) == " " + text
