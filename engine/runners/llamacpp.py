@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 KV_DTYPE = "f16"  # llama.cpp's default K and V cache type
 KV_SLACK_TOKENS = 256  # cells beyond the engine's blocks, for transient copies
+INITIAL_KV_TOKENS = 512
 
 
 @dataclass(frozen=True)
@@ -130,7 +131,8 @@ class LlamaCppRunner:
         self._ctx: Any = None
         self._blocks: BlockMap | None = None
         self._batch = TokenBatch(config.batch_tokens)
-        self.init_kv(max(1, 512 // 16), 16)
+        # A small cache until the engine sizes the pool (it also tells whether K-shift works).
+        self.init_kv(INITIAL_KV_TOKENS // 16, 16)
 
     @classmethod
     def load(
