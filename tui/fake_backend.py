@@ -204,7 +204,7 @@ class FakeBackend:
     @staticmethod
     def _prompt_tokens(request: GenerationRequest) -> list[str]:
         if request.messages is not None:
-            text = "".join(f"<{m.role}>{m.content}" for m in request.messages)
+            text = "".join(f"<{m.role}> {m.content}\n" for m in request.messages)
         else:
             text = request.prompt or " ".join(map(str, request.prompt_ids or ()))
         return split_tokens(text)

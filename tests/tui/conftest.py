@@ -92,3 +92,17 @@ async def wait_idle(pilot: Pilot) -> None:
     """Wait until no reply is streaming."""
     await wait_for(pilot, lambda: getattr(pilot.app.screen, "generation", None) is None)
     await pilot.pause()
+
+
+def screen_text(app: object) -> str:
+    """The current screen as plain text, the way export_screenshot renders it."""
+    import io
+
+    from rich.console import Console
+
+    width, height = app.size  # type: ignore[attr-defined]
+    console = Console(
+        width=width, height=height, file=io.StringIO(), force_terminal=True, record=True
+    )
+    console.print(app.screen._compositor.render_update(full=True))  # type: ignore[attr-defined]
+    return console.export_text()

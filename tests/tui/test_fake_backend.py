@@ -55,7 +55,7 @@ def test_prefix_cache_and_eviction_stats() -> None:
     first = backend.submit(_request("alpha beta")).result().stats
     second = backend.submit(_request("alpha beta gamma")).result().stats
     assert first.cached_tokens == 0
-    assert second.cached_tokens == 2  # "<user>alpha", " beta" shared with the first prompt
+    assert second.cached_tokens == 3  # "<user>", " alpha", " beta" shared with the first prompt
     assert second.context_limit == 16 and second.context_tokens == 16
     assert second.evicted_tokens == second.prompt_tokens + second.generated_tokens - 16
 
@@ -63,4 +63,4 @@ def test_prefix_cache_and_eviction_stats() -> None:
 def test_echo_and_count_tokens() -> None:
     backend = FakeBackend(script=FakeScript(echo=True, tokens_per_s=0))
     assert backend.submit(_request("ping")).result().text == "You said: ping"
-    assert backend.count_tokens(_request("a b")) == 2
+    assert backend.count_tokens(_request("a b")) == 4  # "<user>", " a", " b", "\n"

@@ -31,7 +31,7 @@ class ChatSettingsDialog(ModalScreen[dict[str, Any] | None]):
 
     BINDINGS = [
         Binding("escape", "cancel", "Cancel"),
-        Binding("ctrl+s", "save", "Save"),
+        Binding("ctrl+s", "save", "Save", priority=True),
     ]
 
     def __init__(self, chat: dict[str, Any], defaults: Settings, models: list[str]) -> None:

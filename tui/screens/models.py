@@ -9,7 +9,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.content import Content
+from rich.text import Text
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Label
 
@@ -73,20 +73,16 @@ class ModelsScreen(Screen[None]):
             self.notify(f"model registry: {exc}", severity="error", markup=False)
             return
         for m in models:
-            table.add_row(
-                *(Content(x) for x in (m.name, human_size(m.size_bytes), m.quant, m.architecture)),
-                Content(fit_badge(m.size_bytes)),
-                Content(_last_used(m.last_used_at)),
-                key=m.name,
-            )
+            cells = (m.name, human_size(m.size_bytes), m.quant, m.architecture)
+            badge, used = fit_badge(m.size_bytes), _last_used(m.last_used_at)
+            table.add_row(*(Text(x) for x in (*cells, badge, used)), key=m.name)
 
     def _show_repos(self, repos: list) -> None:  # type: ignore[type-arg]
         table = self.query_one("#hub", DataTable)
         table.clear()
         for repo in repos:
-            table.add_row(
-                Content(repo.repo_id), str(repo.downloads), str(repo.likes), key=repo.repo_id
-            )
+            cells = (repo.repo_id, str(repo.downloads), str(repo.likes))
+            table.add_row(*(Text(x) for x in cells), key=repo.repo_id)
 
     def _selected_local(self) -> LocalModel | None:
         table = self.query_one("#local", DataTable)
@@ -165,9 +161,8 @@ class ModelsScreen(Screen[None]):
         self.quant_repo = repo_id
         for q in quants:
             badge = fit_badge(q.size_bytes)
-            table.add_row(
-                Content(q.filename), q.quant, human_size(q.size_bytes), badge, key=q.filename
-            )
+            cells = (q.filename, q.quant, human_size(q.size_bytes), badge)
+            table.add_row(*(Text(x) for x in cells), key=q.filename)
         table.focus()
 
     @on(DataTable.RowSelected, "#quants")

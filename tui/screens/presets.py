@@ -35,9 +35,9 @@ class PresetDialog(ModalScreen[PresetChoice | None]):
 
     BINDINGS = [
         Binding("escape", "cancel", "Cancel"),
-        Binding("ctrl+s", "save", "Save preset"),
-        Binding("ctrl+n", "new", "New preset"),
-        Binding("ctrl+u", "use", "Use for chat"),
+        Binding("ctrl+s", "save", "Save preset", priority=True),
+        Binding("ctrl+n", "new", "New preset", priority=True),
+        Binding("ctrl+u", "use", "Use for chat", priority=True),
     ]
 
     def __init__(self, history: History, preset_id: int | None, system_prompt: str) -> None:

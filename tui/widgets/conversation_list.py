@@ -37,9 +37,9 @@ class ConversationList(Vertical):
         view = self.query_one(ListView)
         await view.clear()
         await view.extend([ConversationItem(c) for c in conversations])
-        for index, item in enumerate(view.query(ConversationItem)):
-            if item.conversation.id == current_id:
-                view.index = index
+        ids = [c.id for c in conversations]
+        if ids:
+            view.index = ids.index(current_id) if current_id in ids else 0
 
     def highlighted_id(self) -> int | None:
         """The id under the list cursor."""
