@@ -265,8 +265,13 @@ class History:
         content: str,
         status: MessageStatus | None = None,
         stats: dict[str, Any] | None = None,
+        durable: bool = True,
     ) -> None:
-        """Store a reply's text so far (and its final status and stats)."""
+        """Store a reply's text so far (and its final status and stats).
+
+        durable=False skips the fsync (the text survives a killed process, not a power cut): for
+        the periodic saves of a streaming reply, so the UI thread never waits on the disk.
+        """
         sets, args = ["content=?"], [content]
         if status is not None:
             sets.append("status=?")
@@ -274,10 +279,16 @@ class History:
         if stats is not None:
             sets.append("stats_json=?")
             args.append(json.dumps(stats))
-        with self._db:
-            self._db.execute(
-                f"UPDATE messages SET {', '.join(sets)} WHERE id=?", (*args, message_id)
-            )
+        if not durable:
+            self._db.execute("PRAGMA synchronous=NORMAL")
+        try:
+            with self._db:
+                self._db.execute(
+                    f"UPDATE messages SET {', '.join(sets)} WHERE id=?", (*args, message_id)
+                )
+        finally:
+            if not durable:
+                self._db.execute("PRAGMA synchronous=FULL")
 
     def path(self, conversation_id: int) -> list[Message]:
         """The shown branch: root to the conversation's leaf."""

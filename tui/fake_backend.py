@@ -105,7 +105,10 @@ class FakeHandle:
             if script.fail_after_tokens is not None and i >= script.fail_after_tokens:
                 reason, error = "error", script.error
                 break
-            if self._abort.is_set() or (interval and self._abort.wait(interval)):
+            # wait for this token's slot on a fixed schedule, so late wake-ups (GIL, a busy
+            # CPU) are caught up and the average rate stays tokens_per_s
+            delay = start + script.ttft_s + i * interval - time.perf_counter()
+            if self._abort.is_set() or (delay > 0 and self._abort.wait(delay)):
                 reason = "abort"
                 break
             out.append(token)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 from textual.message import Message
@@ -10,6 +11,8 @@ from textual.message import Message
 from ember.engine.api import EngineOptions, Finished, GenerationRequest, RequestHandle, TextDelta
 from ember.tui.backend_host import BackendHost
 from ember.tui.messages import BackendLoaded, ReplyDelta, ReplyFailed, ReplyFinished
+
+POST_INTERVAL_S = 0.1  # coalesce deltas: at most 10 UI updates a second, whatever the tok/s
 
 
 class Generation:
@@ -45,10 +48,18 @@ class Generation:
             self._handle = handle
             if self._stop.is_set():
                 handle.abort()
+            pending, last_post = "", 0.0
             for event in handle:
                 if isinstance(event, TextDelta):
-                    post(ReplyDelta(self.message_id, event.text))
+                    pending += event.text
+                    now = time.monotonic()
+                    # a slow stream posts every token; a fast one is batched per interval
+                    if now - last_post >= POST_INTERVAL_S:
+                        post(ReplyDelta(self.message_id, pending))
+                        pending, last_post = "", now
                 elif isinstance(event, Finished):
+                    if pending:
+                        post(ReplyDelta(self.message_id, pending))
                     post(ReplyFinished(self.message_id, event))
                     return
             raise RuntimeError("the engine ended the stream without a Finished event")

@@ -6,7 +6,7 @@ import pytest
 
 from ember.app.history import History
 from ember.tui.screens.chat import ChatScreen
-from ember.tui.widgets.message_view import MessageBox, MessageView
+from ember.tui.widgets.message_view import MessageView
 from ember.tui.widgets.prompt_input import PromptInput
 from ember.tui.widgets.status_bar import StatusBar
 
@@ -69,14 +69,21 @@ async def test_escape_stops_and_keeps_partial_reply(make_app, history, backends)
     async with app.run_test(size=SIZE) as pilot:
         await send(pilot, "long please")
         chat = _chat(app)
-        await wait_for(pilot, lambda: chat.generation is not None and len(chat.generation.text) > 20)
+        await wait_for(
+            pilot, lambda: chat.generation is not None and len(chat.generation.text) > 20
+        )
         await pilot.press("escape")
         await wait_idle(pilot)
-        (_, _), (role, status, text) = [(r, s) for r, s, _ in _path(history, chat)][0], _path(history, chat)[1]
+        (_, _), (role, status, text) = (
+            [(r, s) for r, s, _ in _path(history, chat)][0],
+            _path(history, chat)[1],
+        )
         assert (role, status) == ("assistant", "stopped")
         assert 20 < len(text) < len("word " * 2000)
         box = chat.query_one(MessageView).boxes()[-1]
-        assert box.status == "stopped" and "stopped" in str(box.query_one(".message-header").render())
+        assert box.status == "stopped" and "stopped" in str(
+            box.query_one(".message-header").render()
+        )
 
 
 async def test_regenerate_keeps_old_reply_as_branch(make_app, history, backends) -> None:
@@ -194,14 +201,18 @@ async def test_new_rename_search_delete_chats(make_app, history) -> None:
         await pilot.press("ctrl+f", *"python")
         await wait_for(pilot, lambda: len(chat.query("ConversationItem")) == 1)
         await pilot.press("enter", "enter")  # to the list, then open the match
-        await wait_for(pilot, lambda: chat.conversation and chat.conversation.title == "about python")
+        await wait_for(
+            pilot, lambda: chat.conversation and chat.conversation.title == "about python"
+        )
 
         await pilot.press("f8")
         await pilot.press("n")  # declined: nothing deleted
         assert len(history.list_conversations()) == 2
         await pilot.press("f8")
         await pilot.press("y")
-        await wait_for(pilot, lambda: [c.title for c in history.list_conversations()] == ["Kitchen"])
+        await wait_for(
+            pilot, lambda: [c.title for c in history.list_conversations()] == ["Kitchen"]
+        )
         assert chat.conversation is None
 
 

@@ -13,7 +13,9 @@ from .conftest import SIZE, screen_text, send, wait_for, wait_idle
 
 pytestmark = pytest.mark.anyio
 
-NASTY = "Look: [/] [link=https://evil.example]x[/link] [bold red]loud[/] \x1b[31mred\x1b[0m \x07 done"
+NASTY = (
+    "Look: [/] [link=https://evil.example]x[/link] [bold red]loud[/] \x1b[31mred\x1b[0m \x07 done"
+)
 
 
 def _notes(app) -> list[str]:  # type: ignore[no-untyped-def]
@@ -75,7 +77,10 @@ async def test_model_load_failure_notifies(make_app, history, backends) -> None:
         await wait_for(pilot, lambda: any("bad magic" in n for n in _notes(app)))
         chat = app.screen
         assert [m.content for m in history.path(chat.conversation.id)] == ["hello?", ""]
-        assert [b.message.role for b in chat.query_one(MessageView).boxes()] == ["user", "assistant"]
+        assert [b.message.role for b in chat.query_one(MessageView).boxes()] == [
+            "user",
+            "assistant",
+        ]
         backends.fail = ""
         await pilot.press("ctrl+r")
         await wait_idle(pilot)

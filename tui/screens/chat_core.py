@@ -199,7 +199,7 @@ class ChatCore(Screen[None]):
         now = time.monotonic()
         if now - self._last_flush >= FLUSH_INTERVAL_S:
             self._last_flush = now
-            self.ember.history.update_message(event.message_id, generation.text)
+            self.ember.history.update_message(event.message_id, generation.text, durable=False)
             bar = self.query_one(StatusBar)
             bar.info.tok_s = self._stream_tokens / max(now - self._stream_started, 1e-6)
             bar.info.state = "generating"

@@ -5,11 +5,11 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from rich.text import Text
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Label
 

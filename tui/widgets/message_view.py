@@ -79,14 +79,19 @@ class MessageBox(Vertical, can_focus=True):
 
 
 class MessageView(VerticalScroll):
-    """Holds the message boxes; stays at the bottom while streaming unless the user scrolls up."""
+    """Holds the message boxes; stays at the bottom while streaming unless the user scrolls up.
+
+    While anchored, Textual keeps the content's bottom at the view's bottom, so a short chat sits
+    just above the prompt like in a messenger.
+    """
 
     async def show(self, messages: list[tuple[Message, tuple[int, int]]]) -> None:
         """Replace the shown messages (each with its branch position)."""
         await self.remove_children()
         await self.mount_all([MessageBox(m, branch) for m, branch in messages])
-        self.scroll_end(animate=False, immediate=True)
-        self.anchor()
+        self.scroll_to(y=0, animate=False, immediate=True)  # drop the old chat's scroll offset
+        # anchor once the new boxes are laid out: before that, the end is not known
+        self.call_after_refresh(self.anchor)
 
     async def add(self, message: Message, branch: tuple[int, int] = (1, 1)) -> MessageBox:
         """Append one message box and follow it."""
