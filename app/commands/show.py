@@ -1,0 +1,107 @@
+"""`ember show MODEL`: what a model is (architecture, parameters, quants, context, size, digest)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+NAME = "show"
+HELP = "Show a model's architecture, parameters, quant mix, context length, size and digest."
+ORDER = 30
+
+_LABELS = {
+    "name": "name",
+    "format": "format",
+    "architecture": "architecture",
+    "model_name": "model name",
+    "parameters": "parameters",
+    "quant": "quant",
+    "quant_mix": "quant mix",
+    "context_length": "context length",
+    "size_bytes": "file size",
+    "path": "path",
+    "sha256": "sha256",
+    "chat_template_source": "chat template",
+    "aliases": "aliases",
+    "source": "source",
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "model", help="a registry name or alias, a .gguf file or a safetensors folder"
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+
+def describe(ref: str) -> dict[str, Any]:
+    """Everything `ember show` prints about a model, as a JSON-ready dict."""
+    from ember.models.registry import Registry
+
+    registry = Registry()
+    resolved = registry.resolve(ref)
+    out: dict[str, Any] = {"name": resolved.name, "format": resolved.format}
+    if resolved.format == "remote":
+        out["url"] = resolved.url
+        return out
+    from ember.models.inspect import inspect_model
+
+    info = inspect_model(resolved.path).to_dict()
+    model_name = info.pop("name", None)
+    out.update({k: v for k, v in info.items() if v is not None and k != "path"})
+    if model_name and model_name != resolved.name:
+        out["model_name"] = model_name
+    record = registry.find(resolved.name)
+    out["path"] = str(resolved.path)
+    out["sha256"] = resolved.sha256 or registry.digest(resolved.path, resolved.format)
+    if record is not None:
+        out["aliases"] = list(record.aliases)
+        if record.source_repo:
+            parts = [record.source_repo, record.source_revision, record.source_file]
+            out["source"] = " ".join(p for p in parts if p)
+        registry.touch_last_used(record.name)
+    return out
+
+
+def _text(value: Any, key: str) -> str:
+    from ember.app.commands._model_format import human_bytes, human_count
+
+    if key == "size_bytes":
+        return f"{human_bytes(value)} ({value} bytes)"
+    if key == "parameters" and isinstance(value, int):
+        return f"{human_count(value)} ({value})"
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_mix_value(v)}" for k, v in value.items())
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value) or "-"
+    return str(value)
+
+
+def _mix_value(value: Any) -> str:
+    from ember.app.commands._model_format import human_bytes
+
+    if isinstance(value, dict):
+        parts = []
+        if "tensors" in value:
+            parts.append(f"{value['tensors']} tensors")
+        if "bytes" in value:
+            parts.append(human_bytes(value["bytes"]))
+        return "(" + ", ".join(parts) + ")" if parts else str(value)
+    if isinstance(value, int):
+        return f"({human_bytes(value)})"
+    return f"({value})"
+
+
+def run(args: argparse.Namespace) -> int:
+    from ember.app.commands._model_format import print_json
+
+    details = describe(args.model)
+    if args.json:
+        print_json(details)
+        return 0
+    keys = [k for k in _LABELS if k in details] + [k for k in details if k not in _LABELS]
+    width = max(len(_LABELS.get(k, k.replace("_", " "))) for k in keys)
+    for key in keys:
+        label = _LABELS.get(key, key.replace("_", " "))
+        print(f"{label.ljust(width)}  {_text(details[key], key)}")
+    return 0

@@ -1,0 +1,174 @@
+"""Validation of OpenAI-style request bodies into engine requests (422 with a reason on bad input).
+
+Types are checked strictly (a bool is not an int, a string is not a number) and every numeric
+parameter is bounded, so nothing the client sends reaches the engine unchecked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ember.engine.api import ChatMessage, GenerationRequest, SamplingParams
+
+MAX_MESSAGES = 1024
+MAX_STOP = 16
+MAX_STOP_CHARS = 256
+MAX_PROMPT_CHARS = 1 << 20
+
+
+class RequestInvalid(Exception):
+    """A request body the server refuses; `param` names the field."""
+
+    def __init__(self, param: str, reason: str, status: int = 422) -> None:
+        super().__init__(f"{param}: {reason}")
+        self.param = param
+        self.reason = reason
+        self.status = status
+
+
+@dataclass(frozen=True)
+class ParsedRequest:
+    """A validated completion request."""
+
+    model: str | None
+    stream: bool
+    include_usage: bool
+    request: GenerationRequest
+
+
+def _number(body: dict[str, Any], key: str, lo: float, hi: float, default: float) -> float:
+    value = body.get(key, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise RequestInvalid(key, f"must be a number, got {type(value).__name__}")
+    if not lo <= value <= hi:
+        raise RequestInvalid(key, f"must be between {lo:g} and {hi:g}, got {value}")
+    return float(value)
+
+
+def _integer(body: dict[str, Any], key: str, lo: int, hi: int, default: int | None) -> int | None:
+    value = body.get(key, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise RequestInvalid(key, f"must be an integer, got {type(value).__name__}")
+    if not lo <= value <= hi:
+        raise RequestInvalid(key, f"must be between {lo} and {hi}, got {value}")
+    return value
+
+
+def _stop(body: dict[str, Any]) -> tuple[str, ...]:
+    value = body.get("stop")
+    if value is None:
+        return ()
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(s, str) for s in items):
+        raise RequestInvalid("stop", "must be a string or a list of strings")
+    if len(items) > MAX_STOP or any(not s or len(s) > MAX_STOP_CHARS for s in items):
+        raise RequestInvalid(
+            "stop", f"at most {MAX_STOP} non-empty strings of <= {MAX_STOP_CHARS} chars"
+        )
+    return tuple(items)
+
+
+def _content(value: Any, index: int) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):  # [{"type": "text", "text": "..."}]
+        parts = []
+        for part in value:
+            if (
+                not isinstance(part, dict)
+                or part.get("type") != "text"
+                or not isinstance(part.get("text"), str)
+            ):
+                raise RequestInvalid(f"messages[{index}].content", "only text parts are supported")
+            parts.append(part["text"])
+        return "".join(parts)
+    raise RequestInvalid(f"messages[{index}].content", "must be a string or a list of text parts")
+
+
+def _messages(body: dict[str, Any]) -> tuple[ChatMessage, ...]:
+    raw = body.get("messages")
+    if not isinstance(raw, list) or not raw:
+        raise RequestInvalid("messages", "must be a non-empty list")
+    if len(raw) > MAX_MESSAGES:
+        raise RequestInvalid("messages", f"at most {MAX_MESSAGES} messages")
+    out: list[ChatMessage] = []
+    total = 0
+    for i, item in enumerate(raw):
+        if not isinstance(item, dict):
+            raise RequestInvalid(f"messages[{i}]", "must be an object")
+        role = item.get("role")
+        if role == "developer":
+            role = "system"
+        if role not in ("system", "user", "assistant"):
+            raise RequestInvalid(f"messages[{i}].role", "must be system, user or assistant")
+        content = _content(item.get("content"), i)
+        total += len(content)
+        out.append(ChatMessage(role=role, content=content))
+    if total > MAX_PROMPT_CHARS:
+        raise RequestInvalid("messages", f"total content exceeds {MAX_PROMPT_CHARS} characters")
+    return tuple(out)
+
+
+def _sampling(body: dict[str, Any], max_tokens_cap: int) -> SamplingParams:
+    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    key = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
+    max_tokens = _integer({key: max_tokens}, key, 1, max_tokens_cap, 256)
+    assert max_tokens is not None
+    n = _integer(body, "n", 1, 1, 1)
+    del n  # only n=1 is served; validated above
+    return SamplingParams(
+        temperature=_number(body, "temperature", 0.0, 2.0, 1.0),
+        top_p=_number(body, "top_p", 1e-9, 1.0, 1.0),
+        top_k=int(_integer(body, "top_k", 0, 1 << 20, 0) or 0),
+        min_p=_number(body, "min_p", 0.0, 1.0, 0.0),
+        presence_penalty=_number(body, "presence_penalty", -2.0, 2.0, 0.0),
+        frequency_penalty=_number(body, "frequency_penalty", -2.0, 2.0, 0.0),
+        repeat_penalty=_number(body, "repeat_penalty", 0.01, 10.0, 1.0),
+        seed=_integer(body, "seed", -(1 << 63), (1 << 63) - 1, None),
+        max_tokens=max_tokens,
+        stop=_stop(body),
+    )
+
+
+def _common(body: Any) -> tuple[str | None, bool, bool]:
+    if not isinstance(body, dict):
+        raise RequestInvalid("body", "must be a JSON object")
+    model = body.get("model")
+    if model is not None and (not isinstance(model, str) or not 0 < len(model) <= 512):
+        raise RequestInvalid("model", "must be a non-empty string")
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise RequestInvalid("stream", "must be a boolean")
+    options = body.get("stream_options") or {}
+    if not isinstance(options, dict):
+        raise RequestInvalid("stream_options", "must be an object")
+    include_usage = options.get("include_usage", False)
+    if not isinstance(include_usage, bool):
+        raise RequestInvalid("stream_options.include_usage", "must be a boolean")
+    return model, stream, include_usage
+
+
+def parse_chat(body: Any, max_tokens_cap: int) -> ParsedRequest:
+    """Validate a /v1/chat/completions body."""
+    model, stream, include_usage = _common(body)
+    request = GenerationRequest(messages=_messages(body), sampling=_sampling(body, max_tokens_cap))
+    return ParsedRequest(model, stream, include_usage, request)
+
+
+def parse_completion(body: Any, max_tokens_cap: int) -> ParsedRequest:
+    """Validate a /v1/completions body (a single string prompt)."""
+    model, stream, include_usage = _common(body)
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+        prompt = prompt[0]
+    if not isinstance(prompt, str) or not prompt:
+        raise RequestInvalid("prompt", "must be a non-empty string")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise RequestInvalid("prompt", f"exceeds {MAX_PROMPT_CHARS} characters")
+    request = GenerationRequest(prompt=prompt, sampling=_sampling(body, max_tokens_cap))
+    return ParsedRequest(model, stream, include_usage, request)

@@ -1,0 +1,330 @@
+"""Bounded GGUF header parser and validator, in plain Python integers over a read-only buffer.
+
+Public API:
+    parse_gguf_header(buf, name) -> GGUFHeader      raises ModelFileError("<name>: <reason>")
+    GGUFHeader, TensorInfo, ArrayRef                what it found
+    read_array(buf, ref) -> list | numpy.ndarray    a large metadata array, decoded on demand
+
+Every length and count read from the file is checked against the bytes left before anything is
+allocated or skipped, so a file that declares a 2**60-byte string costs nothing but an error.
+Layout (GGUF v2/v3, little-endian):
+    magic "GGUF" | u32 version | u64 n_tensors | u64 n_kv
+    n_kv x (string key | u32 type | value)         string = u64 length + UTF-8 bytes
+    n_tensors x (string name | u32 n_dims | n_dims x u64 ne | u32 ggml type | u64 offset)
+    padding to general.alignment | tensor data (offsets relative to here)
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from ember.models.errors import ModelFileError
+
+MAX_ALIGNMENT = 1 << 16
+DEFAULT_ALIGNMENT = 32
+MAX_KEY_BYTES = 65535
+MAX_NAME_BYTES = 63  # GGML_MAX_NAME is 64 including the terminating NUL
+MAX_DIMS = 4
+SMALL_ARRAY = 1024  # arrays up to this many items are decoded into the metadata dict
+_INT64_MAX = (1 << 63) - 1
+
+T_UINT8, T_INT8, T_UINT16, T_INT16, T_UINT32, T_INT32, T_FLOAT32, T_BOOL = range(8)
+T_STRING, T_ARRAY, T_UINT64, T_INT64, T_FLOAT64 = range(8, 13)
+# value type -> (struct format, size in bytes, numpy dtype) for the fixed-size types
+_SCALAR: dict[int, tuple[str, int, str]] = {
+    T_UINT8: ("<B", 1, "<u1"),
+    T_INT8: ("<b", 1, "<i1"),
+    T_UINT16: ("<H", 2, "<u2"),
+    T_INT16: ("<h", 2, "<i2"),
+    T_UINT32: ("<I", 4, "<u4"),
+    T_INT32: ("<i", 4, "<i4"),
+    T_FLOAT32: ("<f", 4, "<f4"),
+    T_BOOL: ("<B", 1, "<u1"),
+    T_UINT64: ("<Q", 8, "<u8"),
+    T_INT64: ("<q", 8, "<i8"),
+    T_FLOAT64: ("<d", 8, "<f8"),
+}
+_U64 = struct.Struct("<Q")
+_MIN_KV_BYTES = 8 + 1 + 4 + 1  # key length, 1-byte key, type, smallest value
+_MIN_TENSOR_BYTES = 8 + 1 + 4 + 8 + 4 + 8  # name length, 1-byte name, n_dims, one ne, type, offset
+
+
+@dataclass(frozen=True)
+class ArrayRef:
+    """A metadata array left in the file: element type, count and byte range."""
+
+    key: str
+    elem_type: int
+    count: int
+    offset: int  # byte offset of the first element
+    end: int
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """One tensor's header entry, validated: ne in ggml order (innermost first)."""
+
+    name: str
+    ne: tuple[int, ...]
+    qtype: int
+    offset: int  # absolute byte offset in the file
+    nbytes: int
+    n_elements: int
+
+
+@dataclass(frozen=True)
+class GGUFHeader:
+    """Everything the header says, after every bound was checked."""
+
+    version: int
+    metadata: dict[str, Any]  # scalars and small arrays
+    arrays: dict[str, ArrayRef]  # arrays with more than SMALL_ARRAY items
+    tensors: list[TensorInfo]
+    alignment: int
+    data_offset: int
+    file_size: int
+
+
+class _Cursor:
+    """Reads little-endian values from buf, failing with one line when the file runs out."""
+
+    def __init__(self, buf: Any, name: str) -> None:
+        self.buf = buf
+        self.size = len(buf)
+        self.pos = 0
+        self.name = name
+
+    def fail(self, reason: str) -> ModelFileError:
+        return ModelFileError(f"{self.name}: {reason}")
+
+    def need(self, nbytes: int, what: str) -> None:
+        if nbytes > self.size - self.pos:
+            raise self.fail(
+                f"truncated: {what} needs {nbytes} bytes at offset {self.pos}, file has {self.size}"
+            )
+
+    def scalar(self, vtype: int, what: str) -> Any:
+        fmt, width, _ = _SCALAR[vtype]
+        self.need(width, what)
+        (value,) = struct.unpack_from(fmt, self.buf, self.pos)
+        self.pos += width
+        if vtype == T_BOOL:
+            if value > 1:
+                raise self.fail(f"{what}: bool value {value} is neither 0 nor 1")
+            return bool(value)
+        return value
+
+    def u32(self, what: str) -> int:
+        return int(self.scalar(T_UINT32, what))
+
+    def u64(self, what: str) -> int:
+        return int(self.scalar(T_UINT64, what))
+
+    def string_span(self, what: str, limit: int | None = None) -> tuple[int, int]:
+        length = self.u64(f"{what} length")
+        if limit is not None and length > limit:
+            raise self.fail(
+                f"{what} at offset {self.pos - 8}: length {length} exceeds the limit of {limit} bytes"
+            )
+        self.need(length, what)
+        start = self.pos
+        self.pos += length
+        return start, length
+
+    def string(self, what: str, limit: int | None = None) -> str:
+        start, length = self.string_span(what, limit)
+        try:
+            return bytes(self.buf[start : start + length]).decode("utf-8")
+        except UnicodeDecodeError:
+            raise self.fail(f"{what}: not valid UTF-8") from None
+
+
+def _value_type(cur: _Cursor, what: str) -> int:
+    vtype = cur.u32(f"{what} type")
+    if vtype > T_FLOAT64:
+        raise cur.fail(f"{what}: unknown value type {vtype}")
+    return vtype
+
+
+def _read_array(cur: _Cursor, key: str) -> list[Any] | ArrayRef:
+    what = f"metadata {key}"
+    elem = _value_type(cur, f"{what} element")
+    if elem == T_ARRAY:
+        raise cur.fail(f"{what}: nested arrays are not allowed")
+    count = cur.u64(f"{what} count")
+    min_width = 8 if elem == T_STRING else _SCALAR[elem][1]
+    if count > (cur.size - cur.pos) // min_width:
+        raise cur.fail(
+            f"truncated: {what} declares {count} items, only {cur.size - cur.pos} bytes left"
+        )
+    start = cur.pos
+    if count <= SMALL_ARRAY:
+        if elem == T_STRING:
+            return [cur.string(f"{what}[{i}]") for i in range(count)]
+        return [cur.scalar(elem, f"{what}[{i}]") for i in range(count)]
+    if elem == T_STRING:
+        _skip_strings(cur, what, count)
+    else:
+        cur.pos += count * min_width  # fits: checked against the bytes left above
+    return ArrayRef(key=key, elem_type=elem, count=count, offset=start, end=cur.pos)
+
+
+def _skip_strings(cur: _Cursor, what: str, count: int) -> None:
+    """Walk `count` strings (a tight loop: vocabularies hold 100k-260k of them)."""
+    unpack, buf, size, pos = _U64.unpack_from, cur.buf, cur.size, cur.pos
+    for i in range(count):
+        if pos + 8 > size or (length := unpack(buf, pos)[0]) > size - pos - 8:
+            cur.pos = pos
+            cur.string_span(f"{what}[{i}]")  # raises the precise truncation error
+        pos += 8 + length
+    cur.pos = pos
+
+
+def _read_kv(cur: _Cursor, header_md: dict[str, Any], arrays: dict[str, ArrayRef]) -> None:
+    key = cur.string("metadata key", MAX_KEY_BYTES)
+    if not key:
+        raise cur.fail(f"empty metadata key at offset {cur.pos}")
+    if key in header_md or key in arrays:
+        raise cur.fail(f"duplicate metadata key {key}")
+    vtype = _value_type(cur, f"metadata {key}")
+    if vtype == T_ARRAY:
+        value = _read_array(cur, key)
+        if isinstance(value, ArrayRef):
+            arrays[key] = value
+            return
+        header_md[key] = value
+    elif vtype == T_STRING:
+        header_md[key] = cur.string(f"metadata {key}")
+    else:
+        header_md[key] = cur.scalar(vtype, f"metadata {key}")
+
+
+def _alignment(cur: _Cursor, md: dict[str, Any]) -> int:
+    value = md.get("general.alignment", DEFAULT_ALIGNMENT)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise cur.fail(f"general.alignment must be an integer, got {value!r}")
+    if value <= 0 or value & (value - 1) or value > MAX_ALIGNMENT:
+        raise cur.fail(f"general.alignment {value} is not a power of two <= {MAX_ALIGNMENT}")
+    return value
+
+
+def _read_tensor_info(cur: _Cursor, index: int) -> tuple[str, tuple[int, ...], int, int]:
+    name = cur.string(f"tensor {index} name", MAX_NAME_BYTES)
+    if not name:
+        raise cur.fail(f"tensor {index} has an empty name")
+    n_dims = cur.u32(f"tensor {name} n_dims")
+    if not 1 <= n_dims <= MAX_DIMS:
+        raise cur.fail(f"tensor {name}: {n_dims} dimensions, expected 1..{MAX_DIMS}")
+    ne = tuple(cur.u64(f"tensor {name} dim {d}") for d in range(n_dims))
+    qtype = cur.u32(f"tensor {name} type")
+    offset = cur.u64(f"tensor {name} offset")
+    return name, ne, qtype, offset
+
+
+def _tensor_bytes(cur: _Cursor, name: str, ne: tuple[int, ...], qtype: int) -> tuple[int, int]:
+    """(n_elements, nbytes) with overflow and block-size checks."""
+    from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
+
+    try:
+        block, type_size = GGML_QUANT_SIZES[GGMLQuantizationType(qtype)]
+    except (ValueError, KeyError):
+        raise cur.fail(f"tensor {name}: unknown tensor type {qtype}") from None
+    n_elements = 1
+    for dim in ne:
+        if dim == 0:
+            raise cur.fail(f"tensor {name}: zero dimension in {list(ne)}")
+        n_elements *= dim
+        if n_elements > _INT64_MAX:
+            raise cur.fail(f"tensor {name}: element count overflows int64 ({list(ne)})")
+    if ne[0] % block:
+        qname = GGMLQuantizationType(qtype).name
+        raise cur.fail(
+            f"tensor {name}: first dimension {ne[0]} is not a multiple of {qname} block {block}"
+        )
+    nbytes = n_elements // block * type_size
+    if nbytes > _INT64_MAX:
+        raise cur.fail(f"tensor {name}: byte size overflows int64")
+    return n_elements, nbytes
+
+
+def _check_version(cur: _Cursor) -> int:
+    cur.need(4, "magic")
+    magic = bytes(cur.buf[0:4])
+    if magic != b"GGUF":
+        raise cur.fail(f"not a GGUF file (magic {magic!r})")
+    cur.pos = 4
+    version = cur.u32("version")
+    if version not in (2, 3):
+        extra = " (big-endian file?)" if version >= 1 << 16 else ""
+        raise cur.fail(f"unsupported GGUF version {version}{extra}; expected 2 or 3")
+    return version
+
+
+def parse_gguf_header(buf: Any, name: str) -> GGUFHeader:
+    """Parse and validate a GGUF header held in buf (bytes or mmap); ModelFileError on any fault."""
+    cur = _Cursor(buf, name)
+    version = _check_version(cur)
+    n_tensors = cur.u64("tensor count")
+    n_kv = cur.u64("metadata count")
+    left = cur.size - cur.pos
+    if n_kv > left // _MIN_KV_BYTES:
+        raise cur.fail(f"truncated: {n_kv} metadata entries declared, only {left} bytes left")
+    md: dict[str, Any] = {}
+    arrays: dict[str, ArrayRef] = {}
+    for _ in range(n_kv):
+        _read_kv(cur, md, arrays)
+    alignment = _alignment(cur, md)
+    left = cur.size - cur.pos
+    if n_tensors > left // _MIN_TENSOR_BYTES:
+        raise cur.fail(f"truncated: {n_tensors} tensors declared, only {left} bytes left")
+    raw = [_read_tensor_info(cur, i) for i in range(n_tensors)]
+    data_offset = -(-cur.pos // alignment) * alignment
+    tensors = _layout_tensors(cur, raw, alignment, data_offset)
+    return GGUFHeader(version, md, arrays, tensors, alignment, data_offset, cur.size)
+
+
+def _layout_tensors(
+    cur: _Cursor, raw: list[tuple[str, tuple[int, ...], int, int]], alignment: int, data_offset: int
+) -> list[TensorInfo]:
+    seen: set[str] = set()
+    tensors: list[TensorInfo] = []
+    prev_end, prev_name = 0, ""
+    for name, ne, qtype, rel in raw:
+        if name in seen:
+            raise cur.fail(f"duplicate tensor name {name}")
+        seen.add(name)
+        n_elements, nbytes = _tensor_bytes(cur, name, ne, qtype)
+        if rel % alignment:
+            raise cur.fail(f"tensor {name}: offset {rel} is not aligned to {alignment}")
+        if rel < prev_end:
+            raise cur.fail(
+                f"tensor {name}: offset {rel} overlaps or precedes {prev_name} (ends at {prev_end})"
+            )
+        end = data_offset + rel + nbytes
+        if end > cur.size:
+            raise cur.fail(f"truncated: tensor {name} ends at byte {end}, file has {cur.size}")
+        tensors.append(TensorInfo(name, ne, qtype, data_offset + rel, nbytes, n_elements))
+        prev_end, prev_name = rel + nbytes, name
+    return tensors
+
+
+def read_array(buf: Any, ref: ArrayRef, name: str) -> Any:
+    """Decode a large metadata array: list[str] for strings, else a read-only numpy view."""
+    import numpy as np
+
+    if ref.elem_type != T_STRING:
+        return np.frombuffer(
+            buf, dtype=_SCALAR[ref.elem_type][2], count=ref.count, offset=ref.offset
+        )
+    out: list[str] = []
+    unpack, pos = _U64.unpack_from, ref.offset
+    try:
+        for _ in range(ref.count):  # bounds were checked when the header was parsed
+            length = unpack(buf, pos)[0]
+            out.append(str(buf[pos + 8 : pos + 8 + length], "utf-8"))
+            pos += 8 + length
+    except UnicodeDecodeError:
+        raise ModelFileError(f"{name}: metadata {ref.key}[{len(out)}] is not valid UTF-8") from None
+    return out

@@ -1,0 +1,85 @@
+"""A Backend that replays scripted words on a thread: the server tests' stand-in for an engine."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Iterator
+
+from ember.engine.api import EngineInfo, Event, Finished, GenerationRequest, Stats, TextDelta
+
+
+class ScriptedHandle:
+    """Streams words with a pause between them until done or aborted."""
+
+    def __init__(self, words: list[str], delay_s: float, max_tokens: int) -> None:
+        self._events: queue.Queue[Event] = queue.Queue()
+        self._abort = threading.Event()
+        self._done = threading.Event()
+        self._final: Finished | None = None
+        self.aborted = False
+        threading.Thread(target=self._run, args=(words, delay_s, max_tokens), daemon=True).start()
+
+    def _run(self, words: list[str], delay_s: float, max_tokens: int) -> None:
+        text, ids = "", []
+        reason = "stop"
+        for i, word in enumerate(words):
+            if i >= max_tokens:
+                reason = "length"
+                break
+            if self._abort.wait(delay_s):
+                reason = "abort"
+                self.aborted = True
+                break
+            text += word
+            ids.append(i)
+            self._events.put(TextDelta(word, (i,)))
+        stats = Stats(runner="scripted", device="cpu", prompt_tokens=3, generated_tokens=len(ids))
+        self._final = Finished(reason, text, tuple(ids), stats)  # type: ignore[arg-type]
+        self._events.put(self._final)
+        self._done.set()
+
+    def __iter__(self) -> Iterator[Event]:
+        while True:
+            event = self._events.get()
+            yield event
+            if isinstance(event, Finished):
+                return
+
+    def abort(self) -> None:
+        self._abort.set()
+
+    def result(self) -> Finished:
+        self._done.wait()
+        assert self._final is not None
+        return self._final
+
+
+class ScriptedBackend:
+    """Replays the same words for every request; records requests and handles."""
+
+    def __init__(self, name: str, words: list[str], delay_s: float = 0.0) -> None:
+        self.words = words
+        self.delay_s = delay_s
+        self.requests: list[GenerationRequest] = []
+        self.handles: list[ScriptedHandle] = []
+        self.closed = False
+        self._info = EngineInfo(
+            model=name, runner="scripted", device="cpu", architecture="fake", context_limit=512
+        )
+
+    @property
+    def info(self) -> EngineInfo:
+        return self._info
+
+    def submit(self, request: GenerationRequest) -> ScriptedHandle:
+        self.requests.append(request)
+        handle = ScriptedHandle(self.words, self.delay_s, request.sampling.max_tokens)
+        self.handles.append(handle)
+        return handle
+
+    def count_tokens(self, request: GenerationRequest) -> int:
+        return 3
+
+    def close(self) -> None:
+        self.closed = True

@@ -1,0 +1,45 @@
+"""Random GGUF blocks for the quant tests: random bytes, with finite fp16 scales written over them."""
+
+from __future__ import annotations
+
+import numpy as np
+from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+
+T = GGMLQuantizationType
+
+# Byte offsets of each block's fp16 scale/min fields (every other bit pattern is a valid value).
+FP16_OFFSETS: dict[GGMLQuantizationType, tuple[int, ...]] = {
+    T.Q4_0: (0,),
+    T.Q4_1: (0, 2),
+    T.Q5_0: (0,),
+    T.Q5_1: (0, 2),
+    T.Q8_0: (0,),
+    T.IQ4_NL: (0,),
+    T.Q2_K: (80, 82),
+    T.Q3_K: (108,),
+    T.Q4_K: (0, 2),
+    T.Q5_K: (0, 2),
+    T.Q6_K: (208,),
+    T.IQ4_XS: (0,),
+}
+
+
+def random_tensor(
+    qtype: GGMLQuantizationType, rows: int, cols: int, seed: int = 0, scale: float = 0.01
+) -> np.ndarray:
+    """uint8 (rows, bytes per row) of random blocks; fp16 fields ~ N(0, scale), float types ~ N(0, 1)."""
+    rng = np.random.default_rng(seed)
+    if qtype == T.F32:
+        return rng.standard_normal((rows, cols)).astype(np.float32).view(np.uint8)
+    if qtype == T.F16:
+        return rng.standard_normal((rows, cols)).astype(np.float16).view(np.uint8)
+    if qtype == T.BF16:
+        f = rng.standard_normal((rows, cols)).astype(np.float32)
+        return (f.view(np.uint32) >> 16).astype(np.uint16).view(np.uint8)
+    block_elements, block_bytes = GGML_QUANT_SIZES[qtype]
+    n_blocks = rows * cols // block_elements
+    blocks = rng.integers(0, 256, (n_blocks, block_bytes), dtype=np.uint8)
+    for offset in FP16_OFFSETS[qtype]:
+        values = (rng.standard_normal(n_blocks) * scale).astype(np.float16)
+        blocks[:, offset : offset + 2] = values.view(np.uint8).reshape(n_blocks, 2)
+    return blocks.reshape(rows, -1)
