@@ -1,66 +1,43 @@
-"""RegistryCatalog: the models screen's ModelCatalog over ember.models.registry and ember.models.hub.
+"""RegistryCatalog: the models screen's ModelCatalog over ember.models.registry, hub and hub_pull.
 
-Both modules are imported lazily; where one is missing in this build, the calls that need it raise
-a RegistryError/DownloadError saying so, and the rest of the screen keeps working.
+Heavy modules (huggingface_hub through models.hub) are imported inside the calls that need them.
 """
 
 from __future__ import annotations
 
-import importlib
 import threading
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from ember.app.config import Paths
-from ember.models.errors import DownloadError, RegistryError
 from ember.tui.model_catalog import HubRepo, LocalModel, ProgressCallback, QuantOption
-
-
-def _module(name: str) -> ModuleType | None:
-    try:
-        return importlib.import_module(name)
-    except ImportError:
-        return None
 
 
 def _local(record: Any) -> LocalModel:
     return LocalModel(
         name=str(record.name),
-        size_bytes=int(getattr(record, "size_bytes", 0) or 0),
-        quant=str(getattr(record, "quant", None) or "-"),
-        architecture=str(getattr(record, "architecture", None) or "-"),
-        last_used_at=getattr(record, "last_used_at", None),
-        path=str(getattr(record, "path", "")),
+        size_bytes=int(record.size_bytes or 0),
+        quant=str(record.quant or "-"),
+        architecture=str(record.architecture or "-"),
+        last_used_at=record.last_used_at,
+        path=str(record.path),
     )
 
 
 class RegistryCatalog:
-    """The real catalog: the registry's models; the Hub through models/hub.py when present."""
+    """The real catalog: the local registry, Hub search and listing, pulls with progress."""
 
-    def __init__(self, paths: Paths) -> None:
+    def __init__(self, paths: Paths, ctx: int = 4096) -> None:
         self.paths = paths
+        self.ctx = ctx
 
-    def _registry(self) -> Any:
-        module = _module("ember.models.registry")
-        if module is None:
-            raise RegistryError("the model registry is not part of this build")
-        return module.Registry()
+    @staticmethod
+    def _registry() -> Any:
+        from ember.models.registry import Registry
 
-    def _hub(self) -> ModuleType:
-        module = _module("ember.models.hub")
-        if module is None:
-            raise DownloadError("Hub search and downloads are not part of this build yet")
-        return module
+        return Registry()
 
     def list_local(self) -> list[LocalModel]:
-        if _module("ember.models.registry") is None:
-            return self._scan_files()
         return [_local(r) for r in self._registry().list_models()]
-
-    def _scan_files(self) -> list[LocalModel]:
-        files = sorted(self.paths.models_dir.glob("**/*.gguf"))
-        return [LocalModel(p.stem, p.stat().st_size, "-", "-", None, str(p)) for p in files]
 
     def delete(self, name: str) -> None:
         self._registry().remove(name)
@@ -71,54 +48,42 @@ class RegistryCatalog:
         return starter_installed()
 
     def install_starter(self) -> LocalModel:
-        from ember.models.starter import STARTER_NAME, starter_path
+        from ember.models.starter import STARTER_NAME
 
-        if _module("ember.models.registry") is None:
-            path = starter_path(self.paths.models_dir)
-            return LocalModel(
-                STARTER_NAME, path.stat().st_size, "Q4_K_M", "gemma3", None, str(path)
-            )
         registry = self._registry()
         registry.resolve(STARTER_NAME)  # assembles and registers the packaged starter
         return _local(registry.get(STARTER_NAME))
 
     def curated(self) -> list[HubRepo]:
-        module = _module("ember.models.hub")
-        entries = getattr(module, "CURATED", None) if module else None
-        if not entries:
-            from ember.tui.fake_catalog import CURATED
+        from ember.models.hub_catalog import load_catalog
 
-            return list(CURATED)
-        return [_repo(e) for e in entries]
+        return [
+            HubRepo(e.repo, description=f"{e.name}: {e.summary}")
+            for e in load_catalog().values()
+            if e.format == "gguf"
+        ]
 
     def search(self, query: str) -> list[HubRepo]:
-        return [_repo(r) for r in self._hub().search(query)]
+        from ember.models import hub
+
+        return [HubRepo(h.repo_id, h.downloads, h.likes) for h in hub.search(query, fmt="gguf")]
 
     def quants(self, repo_id: str) -> list[QuantOption]:
-        files = self._hub().list_files(repo_id)
-        return [
-            QuantOption(
-                str(f.filename), str(getattr(f, "quant", None) or "-"), int(f.size_bytes or 0)
-            )
-            for f in files
-        ]
+        from ember.models import hub
+        from ember.models.hub_select import gguf_choices
+
+        listing = hub.list_repo(repo_id)
+        # QuantOption.filename carries the choice label: `repo:LABEL` is the pull reference
+        return [QuantOption(c.label, c.label, c.size_bytes) for c in gguf_choices(listing)]
 
     def download(
         self, repo_id: str, filename: str, progress: ProgressCallback, cancel: threading.Event
     ) -> LocalModel:
-        hub = self._hub()
-        record = hub.download(repo_id, filename, progress=progress, cancel=cancel)
-        if isinstance(record, Path | str):
-            return _local(self._registry().add_path(Path(record)))
-        return _local(record)
+        from ember.models.hub_pull import Puller
 
+        def on_progress(event: Any) -> None:
+            progress(int(event.bytes_done), int(event.bytes_total))
 
-def _repo(entry: Any) -> HubRepo:
-    if isinstance(entry, str):
-        return HubRepo(entry)
-    return HubRepo(
-        repo_id=str(getattr(entry, "repo_id", None) or getattr(entry, "id", "")),
-        downloads=int(getattr(entry, "downloads", 0) or 0),
-        likes=int(getattr(entry, "likes", 0) or 0),
-        description=str(getattr(entry, "description", "") or ""),
-    )
+        ref = f"{repo_id}/{filename}" if filename.endswith(".gguf") else f"{repo_id}:{filename}"
+        puller = Puller(self._registry(), ctx=self.ctx, on_progress=on_progress, cancel=cancel)
+        return _local(puller.pull(ref).record)

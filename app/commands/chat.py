@@ -46,12 +46,13 @@ def _build_app(fake: bool, settings, history, paths):  # type: ignore[no-untyped
     from ember.tui.app import EmberApp
 
     if fake:
-        from ember.tui.fake_backend import FakeBackend
+        from ember.tui.fake_backend import FakeBackend, FakeScript
         from ember.tui.fake_catalog import FakeCatalog
 
         catalog = FakeCatalog(starter=True)
         catalog.install_starter()
-        return EmberApp(settings, history, lambda o: FakeBackend(o), catalog, paths)
+        script = FakeScript(tokens_per_s=25.0, ttft_s=0.2)  # slow enough to watch it stream
+        return EmberApp(settings, history, lambda o: FakeBackend(o, script), catalog, paths)
     from ember.engine.api import load_engine
     from ember.tui.registry_catalog import RegistryCatalog
 
