@@ -202,7 +202,14 @@ class Backend(Protocol):
 
 
 def load_engine(options: EngineOptions) -> Backend:
-    """Load a model and return a thread-owned engine (an EngineThread) behind the Backend API."""
+    """Load a model and return a thread-owned engine (an EngineThread) behind the Backend API;
+    a remote server (--remote URL, a URL model or a registry entry of kind remote) gets a
+    RemoteBackend instead."""
+    from ember.engine.runners.remote import RemoteBackend, remote_config
+
+    remote = remote_config(options)
+    if remote is not None:
+        return RemoteBackend(remote)
     from ember.engine.engine_thread import start_engine_thread
 
     return start_engine_thread(options)

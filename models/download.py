@@ -49,6 +49,7 @@ class RemoteFile:
     dest: Path
     size_bytes: int | None
     sha256: str | None
+    git_sha1: str | None = None  # the git blob id, checked for small (non-LFS) files
 
 
 class DownloadCancelled(DownloadError):
@@ -238,15 +239,18 @@ class Downloader:
                 f"{remote.name}: size mismatch ({size} bytes, the Hub says {remote.size_bytes}); "
                 "the partial file was deleted, rerun to download again"
             )
-        if remote.sha256 is None:
+        if remote.sha256 is not None:
+            hasher.sync(part)
+            got, want, kind = hasher.hexdigest(), remote.sha256, "SHA-256"
+        elif remote.git_sha1 is not None:
+            got, want, kind = git_blob_sha1(part), remote.git_sha1, "git blob SHA-1"
+        else:
             return
-        hasher.sync(part)
-        got = hasher.hexdigest()
-        if got != remote.sha256:
+        if got != want:
             part.unlink()
             _meta_path(part).unlink(missing_ok=True)
             raise DownloadError(
-                f"{remote.name}: SHA-256 mismatch (got {got}, the Hub says {remote.sha256}); "
+                f"{remote.name}: {kind} mismatch (got {got}, the Hub says {want}); "
                 "the corrupt file was deleted, rerun to download again"
             )
 
@@ -265,6 +269,12 @@ def _write_all(fd: int, data: memoryview, remote: RemoteFile, part: Path) -> Non
                 ) from None
             raise
         data = data[written:]
+
+
+def git_blob_sha1(path: Path) -> str:
+    """Git's object id of a file: SHA-1 over b"blob <size>\\0" + content (small files only)."""
+    data = path.read_bytes()
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
 def sha256_of(path: Path) -> str:

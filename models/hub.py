@@ -25,6 +25,7 @@ class HubFile:
     path: str
     size_bytes: int | None
     sha256: str | None
+    git_sha1: str | None = None  # git blob id (what the Hub publishes for non-LFS files)
 
 
 @dataclass(frozen=True)
@@ -179,7 +180,7 @@ def list_repo(repo_id: str, revision: str | None = None) -> RepoListing:
     with hub_errors(repo_id):
         info = _api().model_info(repo_id, revision=revision, files_metadata=True)  # type: ignore[attr-defined]
     files = [
-        HubFile(s.rfilename, s.size, s.lfs.sha256 if s.lfs is not None else None)
+        HubFile(s.rfilename, s.size, s.lfs.sha256 if s.lfs is not None else None, s.blob_id)
         for s in info.siblings or []
     ]
     return RepoListing(repo_id, info.sha or revision or "main", files)

@@ -7,7 +7,6 @@ at the disk and says what is missing.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,41 +15,10 @@ from pathlib import Path
 from ember.models import hub
 from ember.models.download import Downloader, ProgressCallback, RemoteFile
 from ember.models.errors import DownloadError, ModelFileError
-from ember.models.hub_fit import (
-    HEADER_PEEK_BYTES,
-    FitEstimate,
-    Shape,
-    estimate,
-    shape_from_config,
-    shape_from_gguf_header,
-)
-from ember.models.hub_select import Choice, PullRef, choose, gguf_choices, parse_ref
+from ember.models.hub_plan import SAFETENSORS_DIR, PullPlan, complete, make_plan, repo_folder
+from ember.models.hub_select import Choice, PullRef, choose, parse_ref
 from ember.models.registry import Registry
 from ember.models.registry_store import ModelRecord
-
-INDEX_FILE = "model.safetensors.index.json"
-
-
-@dataclass(frozen=True)
-class PullPlan:
-    """What a pull will do: the listing, every choice, the chosen one and its fit."""
-
-    ref: PullRef
-    commit: str
-    choices: list[Choice]
-    choice: Choice
-    folder: Path
-    fit: FitEstimate
-    shape: Shape | None
-
-    def fit_of(self, choice: Choice) -> FitEstimate:
-        """The fit estimate of another choice of the same model (another quant)."""
-        missing = sum(
-            f.size_bytes or 0
-            for f in choice.files
-            if not _complete(self.folder / f.path, f.size_bytes)
-        )
-        return estimate(choice.size_bytes, self.shape, self.fit.ctx, missing, self.folder)
 
 
 @dataclass
@@ -62,11 +30,6 @@ class PullResult:
     source: str = "hub"  # "hub" | "ember" (already downloaded) | "hf-cache" | "starter"
     plan: PullPlan | None = None
     notes: list[str] = field(default_factory=list)
-
-
-def repo_folder(models_dir: Path, repo_id: str) -> Path:
-    """Where Ember keeps a repo's downloaded files."""
-    return models_dir / "hub" / repo_id.replace("/", "--")
 
 
 def record_name(repo_id: str, choice: Choice) -> str:
@@ -106,68 +69,13 @@ class Puller:
         if self.offline:
             raise DownloadError(f"{ref}: offline mode is on; cannot list the repo on the Hub")
         listing = hub.list_repo(ref.repo_id, ref.revision)
-        choice = choose(listing, ref)
-        folder = repo_folder(self.registry.models_dir, ref.repo_id)
-        shape = None
-        if choice.format == "safetensors":
-            shards, shape = self._safetensors_meta(ref, listing.commit, choice, folder)
-            choice = choose(listing, ref, shards)
-        else:
-            shape = self._gguf_shape(ref.repo_id, listing.commit, choice, folder)
-        missing = sum(
-            f.size_bytes or 0 for f in choice.files if not _complete(folder / f.path, f.size_bytes)
+        return make_plan(
+            ref,
+            listing,
+            self.registry.models_dir,
+            self.ctx,
+            lambda f, folder: self._fetch(ref.repo_id, listing.commit, f, folder),
         )
-        fit = estimate(choice.size_bytes, shape, self.ctx, missing, folder)
-        choices = gguf_choices(listing) if choice.format == "gguf" else [choice]
-        return PullPlan(ref, listing.commit, choices, choice, folder, fit, shape)
-
-    def _gguf_shape(self, repo_id: str, commit: str, choice: Choice, folder: Path) -> Shape | None:
-        """Hyperparameters from the first GGUF bytes: on disk (file or .part) or a Range request."""
-        first = folder / choice.files[0].path
-        for local in (first, first.with_name(first.name + ".part")):
-            if local.is_file() and local.stat().st_size >= min(
-                HEADER_PEEK_BYTES, choice.files[0].size_bytes or 0
-            ):
-                with local.open("rb") as f:
-                    return shape_from_gguf_header(f.read(HEADER_PEEK_BYTES))
-        from ember.models.hub_http import open_stream
-
-        headers = hub.request_headers() | {"Range": f"bytes=0-{HEADER_PEEK_BYTES - 1}"}
-        try:
-            stream = open_stream(
-                hub.resolve_url(repo_id, commit, choice.files[0].path), headers, 30.0
-            )
-            try:
-                head = (
-                    stream.response.read(HEADER_PEEK_BYTES) if stream.status in (200, 206) else b""
-                )
-            finally:
-                stream.close()
-        except OSError:
-            return None
-        return shape_from_gguf_header(head)
-
-    def _safetensors_meta(
-        self, ref: PullRef, commit: str, choice: Choice, folder: Path
-    ) -> tuple[list[str] | None, Shape | None]:
-        """Fetch config.json and the shard index first: the index names the shards to get."""
-        shards = None
-        shape = None
-        for small in choice.files:
-            if small.path not in ("config.json", INDEX_FILE):
-                continue
-            path = self._fetch(ref.repo_id, commit, small, folder)
-            text = path.read_text(encoding="utf-8")
-            if small.path == "config.json":
-                shape = shape_from_config(text)
-            else:
-                try:
-                    shards = sorted(set(json.loads(text)["weight_map"].values()))
-                except (ValueError, KeyError, TypeError, AttributeError):
-                    raise DownloadError(
-                        f"{ref.repo_id}/{INDEX_FILE}: not a valid shard index"
-                    ) from None
-        return shards, shape
 
     # ---- pulling -------------------------------------------------------------------------
 
@@ -205,7 +113,7 @@ class Puller:
             )
         downloaded = 0
         for f in sorted(choice.files, key=lambda f: f.size_bytes or 0):
-            if not _complete(folder / f.path, f.size_bytes):
+            if not complete(folder / f.path, f.size_bytes):
                 downloaded += f.size_bytes or 0
             self._fetch(ref.repo_id, plan.commit, f, folder)
         path = folder / choice.files[0].path if choice.format == "gguf" else folder
@@ -215,7 +123,9 @@ class Puller:
     def _fetch(self, repo_id: str, commit: str, f: hub.HubFile, folder: Path) -> Path:
         dest = _safe_dest(folder, f.path)
         url = hub.resolve_url(repo_id, commit, f.path)
-        return self.downloader.fetch(RemoteFile(f.path, url, dest, f.size_bytes, f.sha256))
+        return self.downloader.fetch(
+            RemoteFile(f.path, url, dest, f.size_bytes, f.sha256, f.git_sha1)
+        )
 
     def _in_hf_cache(self, repo_id: str, commit: str, choice: Choice) -> Path | None:
         from ember.models.hub_cache import cached_file
@@ -233,7 +143,7 @@ class Puller:
         from ember.models.hub_cache import local_listing, snapshot_dir
 
         folder = repo_folder(self.registry.models_dir, ref.repo_id)
-        places: list[tuple[str, Path]] = [("ember", folder)]
+        places: list[tuple[str, Path]] = [("ember", folder), ("ember", folder / SAFETENSORS_DIR)]
         if (snap := snapshot_dir(ref.repo_id, ref.revision)) is not None:
             places.append(("hf-cache", snap))
         for source, place in places:
@@ -294,10 +204,6 @@ def _parse(ref_text: str) -> tuple[PullRef, str | None]:
         text = f"{entry.repo}:{quant}" if quant else entry.repo
         return parse_ref(text), entry.name
     return parse_ref(ref_text), None
-
-
-def _complete(path: Path, size_bytes: int | None) -> bool:
-    return path.is_file() and (size_bytes is None or path.stat().st_size == size_bytes)
 
 
 def _safe_dest(folder: Path, repo_path: str) -> Path:

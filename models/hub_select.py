@@ -1,8 +1,8 @@
 """Which files of a Hub repo make one model: pull references, GGUF quant groups, safetensors sets.
 
 A reference is `org/repo` (best default quant), `org/repo:Q4_K_M`, `org/repo/path/file.gguf`, or
-a safetensors repo (config, tokenizer files, every shard and the index); `@REV` after the repo
-pins a revision. Split GGUF (`name-00001-of-00003.gguf`) is one choice of several files.
+a safetensors repo (config, tokenizer files, every shard and the index; `org/repo:safetensors`
+when the repo has GGUF files too); `@REV` after the repo pins a revision. Split GGUF (`name-00001-of-00003.gguf`) is one choice of several files.
 """
 
 from __future__ import annotations
@@ -180,6 +180,11 @@ def choose(listing: RepoListing, ref: PullRef, shard_names: list[str] | None = N
     if ref.file:
         return _choose_file(listing, ref.file)
     check_not_pickle_only(listing)
+    if ref.quant == "SAFETENSORS":  # org/repo:safetensors when a repo also has GGUF files
+        choice = safetensors_choice(listing, shard_names)
+        if choice is None:
+            raise DownloadError(f"{ref}: no safetensors weights in {listing.repo_id}")
+        return choice
     ggufs = gguf_choices(listing)
     if ref.quant:
         for c in ggufs:

@@ -12,22 +12,25 @@ from typing import Any
 
 from ember.models.errors import ModelFileError
 
+_STDERR_LOCK = threading.Lock()  # two overlapping redirects could leave fd 2 on /dev/null
+
 
 @contextmanager
 def _quiet_stderr() -> Iterator[None]:
     """Silence llama.cpp's C-level loader chatter (it would garble a terminal UI)."""
-    try:
-        saved = os.dup(2)
-    except OSError:
-        yield
-        return
-    try:
-        with open(os.devnull, "wb") as devnull:
-            os.dup2(devnull.fileno(), 2)
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
+    with _STDERR_LOCK:
+        try:
+            saved = os.dup(2)
+        except OSError:
+            yield
+            return
+        try:
+            with open(os.devnull, "wb") as devnull:
+                os.dup2(devnull.fileno(), 2)
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
 
 
 def _load_vocab_only(path: Path) -> Any:

@@ -61,7 +61,15 @@ class FakeRepo:
     def entry(self, path: str) -> dict[str, object]:
         """The file's metadata as the Hub publishes it (LFS sha256 for large files)."""
         data = self.files[path]
-        out: dict[str, object] = {"size": len(data), "blobId": hashlib.sha1(data).hexdigest()}
+        if self.is_lfs(path):  # git stores a pointer file; its blob id is what the Hub lists
+            sha = hashlib.sha256(data).hexdigest()
+            pointer = (
+                f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha}\nsize {len(data)}\n"
+            )
+            blob = _git_blob_id(pointer.encode())
+        else:
+            blob = _git_blob_id(data)
+        out: dict[str, object] = {"size": len(data), "blobId": blob}
         if self.is_lfs(path):
             out["lfs"] = {
                 "sha256": hashlib.sha256(data).hexdigest(),
@@ -69,6 +77,11 @@ class FakeRepo:
                 "pointerSize": 134,
             }
         return out
+
+
+def _git_blob_id(data: bytes) -> str:
+    """Git's object id of a blob: SHA-1 over b"blob <size>\\0" + data."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
 class HubState:

@@ -91,6 +91,16 @@ def test_folder_without_template_falls_back_by_architecture(tmp_path: Path) -> N
     assert template.render(CONVERSATION) == GEMMA_EXPECTED
 
 
+@pytest.mark.parametrize("arch", ["llama", "qwen2", "qwen3", "gemma3"])
+def test_benign_ids_equal_tokenizing_the_whole_prompt(tiny_models: TinyModels, arch: str) -> None:
+    template = ChatTemplate.from_gguf(tiny_models.gguf(arch, "Q8_0"))
+    tok = open_tokenizer(tiny_models.gguf(arch, "Q8_0"))
+    whole = tok.encode(template.render(CONVERSATION), add_bos=tok.add_bos, parse_special=True)
+    if whole[:2] == [tok.bos_id, tok.bos_id]:
+        whole = whole[1:]  # gemma's template writes BOS itself
+    assert template.render_ids(tok, CONVERSATION) == whole
+
+
 @pytest.mark.parametrize("arch", ["llama", "gemma3"])
 def test_user_text_never_becomes_control_tokens(tiny_models: TinyModels, arch: str) -> None:
     template = ChatTemplate.from_gguf(tiny_models.gguf(arch, "F32"))

@@ -8,7 +8,8 @@ import pytest
 
 from ember.models.download import DownloadProgress
 from ember.models.errors import DownloadError
-from ember.models.hub_pull import Puller, repo_folder
+from ember.models.hub_plan import repo_folder
+from ember.models.hub_pull import Puller
 from ember.models.registry import Registry, resolve_model
 from tests.models.hub_server import Fault, HubServer, use_hub
 from tests.models.tiny_gguf import write_tiny_gguf
@@ -109,6 +110,36 @@ def test_hub_unreachable_or_failing(hub: HubServer, monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens on the discard port
     with pytest.raises(DownloadError, match=r"org/r: cannot reach the Hub at http://127.0.0.1:9"):
         _puller().plan("org/r")
+
+
+def test_small_file_checked_by_git_blob_id(hub: HubServer, tmp_path: Path) -> None:
+    from tests.models.tiny_gguf import write_tiny_safetensors
+
+    folder = write_tiny_safetensors(tmp_path / "st")
+    hub.add_repo("org/st", {p.name: p.read_bytes() for p in folder.iterdir()})
+    hub.set_fault("org/st", "config.json", Fault(corrupt=True, times=1))
+    with pytest.raises(DownloadError, match="config.json: git blob SHA-1 mismatch.*deleted"):
+        _puller().pull("org/st")
+    assert _puller().pull("org/st").record.format == "safetensors"  # the next run is clean
+
+
+def test_safetensors_suffix_when_gguf_exists_too(hub: HubServer, tmp_path: Path) -> None:
+    from tests.models.tiny_gguf import write_tiny_safetensors
+
+    folder = write_tiny_safetensors(tmp_path / "st")
+    files = {p.name: p.read_bytes() for p in folder.iterdir()}
+    hub.add_repo("org/both", files | {"m-Q4_0.gguf": _gguf_bytes(tmp_path, "a.gguf")})
+    gguf = _puller().pull("org/both").record
+    assert gguf.format == "gguf"
+    record = _puller().pull("org/both:safetensors").record
+    assert record.format == "safetensors" and record.name == "org/both"
+    assert not (record.path / gguf.path.name).exists()  # the two sets live apart
+    assert Registry().remove("org/both") > 0
+    assert gguf.path.exists() and not record.path.exists()
+    assert _puller(offline=True).pull("org/both").record.path == gguf.path
+    hub.add_repo("org/only-gguf", {"m-Q4_0.gguf": b"x"})
+    with pytest.raises(DownloadError, match="no safetensors weights in org/only-gguf"):
+        _puller().pull("org/only-gguf:safetensors")
 
 
 def test_file_404_names_file(hub: HubServer, tmp_path: Path) -> None:
