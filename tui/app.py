@@ -147,10 +147,10 @@ class EmberApp(App[None]):
             self.action_show_help_panel()
 
     async def action_quit(self) -> None:
+        """Stop a streaming reply (kept, marked stopped) and leave; the caller closes the host."""
         from ember.tui.screens.chat import ChatScreen
 
         for screen in self.screen_stack:
             if isinstance(screen, ChatScreen):
                 screen.shutdown()
-        self.host.close()
         self.exit()

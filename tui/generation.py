@@ -48,18 +48,19 @@ class Generation:
             self._handle = handle
             if self._stop.is_set():
                 handle.abort()
-            pending, last_post = "", 0.0
+            pending, num_tokens, last_post = "", 0, 0.0
             for event in handle:
                 if isinstance(event, TextDelta):
                     pending += event.text
+                    num_tokens += max(len(event.token_ids), 1)
                     now = time.monotonic()
                     # a slow stream posts every token; a fast one is batched per interval
                     if now - last_post >= POST_INTERVAL_S:
-                        post(ReplyDelta(self.message_id, pending))
-                        pending, last_post = "", now
+                        post(ReplyDelta(self.message_id, pending, num_tokens))
+                        pending, num_tokens, last_post = "", 0, now
                 elif isinstance(event, Finished):
                     if pending:
-                        post(ReplyDelta(self.message_id, pending))
+                        post(ReplyDelta(self.message_id, pending, num_tokens))
                     post(ReplyFinished(self.message_id, event))
                     return
             raise RuntimeError("the engine ended the stream without a Finished event")

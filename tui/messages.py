@@ -26,10 +26,11 @@ class ConversationSelected(Message):
 class ReplyDelta(Message):
     """New text for the reply being streamed (posted from the generation worker)."""
 
-    def __init__(self, message_id: int, text: str) -> None:
+    def __init__(self, message_id: int, text: str, num_tokens: int = 1) -> None:
         super().__init__()
         self.message_id = message_id
         self.text = text
+        self.num_tokens = num_tokens  # tokens batched into this delta (for the live tok/s)
 
 
 class ReplyFinished(Message):

@@ -36,7 +36,11 @@ def run(args: argparse.Namespace) -> int:
     history = History.open(paths.history_db)
     try:
         app = _build_app(args.fake, settings, history, paths)
-        app.run()
+        app.first_run_check = args.model is None  # a model named on the command line: no welcome
+        try:
+            app.run()
+        finally:
+            app.host.close()  # after the screen is restored: an engine step may take a moment
     finally:
         history.close()
     return 0

@@ -54,13 +54,15 @@ class Tmux:
             == 0
         )
 
-    def wait(self, condition: Callable[[str], bool], what: str, timeout_s: float) -> str:
+    def wait(
+        self, condition: Callable[[str], bool], what: str, timeout_s: float, poll_s: float = 0.2
+    ) -> str:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             text = self.screen()
             if condition(text):
                 return text
-            time.sleep(0.2)  # polling a real terminal: there is no event to wait on
+            time.sleep(poll_s)  # polling a real terminal: there is no event to wait on
         raise AssertionError(f"timed out waiting for {what}; screen:\n{self.screen()}")
 
     def kill(self) -> None:
@@ -82,8 +84,8 @@ def run_ember(ember_home: Path) -> Iterator[Callable[..., Tmux]]:
         "HOME": os.environ.get("HOME", "/tmp"),
     }
 
-    def start(*args: str) -> Tmux:
-        session = Tmux([sys.executable, "-m", "ember", *args], env)
+    def start(*args: str, **extra_env: str) -> Tmux:
+        session = Tmux([sys.executable, "-m", "ember", *args], env | extra_env)
         sessions.append(session)
         return session
 
@@ -93,9 +95,9 @@ def run_ember(ember_home: Path) -> Iterator[Callable[..., Tmux]]:
 
 
 def _chat_session(
-    run_ember: Callable[..., Tmux], args: tuple[str, ...], answer_timeout_s: float
+    run_ember: Callable[..., Tmux], args: tuple[str, ...], answer_timeout_s: float, **env: str
 ) -> None:
-    app = run_ember(*args)
+    app = run_ember(*args, **env)
     app.wait(lambda s: "Stop" in s and "New chat" in s, "the chat screen", 60)
     app.type("Say hello")
     app.keys("Enter")
@@ -109,7 +111,7 @@ def _chat_session(
     # a second prompt, stopped with Esc while it streams
     app.type("Write a very long story about a dragon")
     app.keys("Enter")
-    app.wait(lambda s: "generating" in s, "the second reply to start", answer_timeout_s)
+    app.wait(lambda s: "generating" in s, "the second reply to start", answer_timeout_s, 0.05)
     app.keys("Escape")
     app.wait(lambda s: "stopped" in s and "generating" not in s, "the reply to stop", 30)
 
@@ -119,7 +121,7 @@ def _chat_session(
         time.sleep(0.2)
     assert not app.alive(), "ember did not quit on Ctrl+Q"
 
-    again = run_ember(*args)
+    again = run_ember(*args, **env)
     screen = again.wait(lambda s: "Say hello" in s, "the history after restart", 60)
     assert "dragon" in screen and "stopped" in screen
     again.keys("C-q")
@@ -131,4 +133,7 @@ def test_fake_model_in_a_real_terminal(run_ember) -> None:
 
 @pytest.mark.model
 def test_starter_model_in_a_real_terminal(run_ember, starter_gguf) -> None:
-    _chat_session(run_ember, ("--model", str(starter_gguf)), 120)
+    # greedy and short replies keep the run deterministic and quick; 32 tokens still leave time
+    # to press Esc while the second reply streams
+    limits = {"EMBER_TEMPERATURE": "0", "EMBER_MAX_TOKENS": "32"}
+    _chat_session(run_ember, ("--model", str(starter_gguf)), 300, **limits)

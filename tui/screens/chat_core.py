@@ -192,7 +192,7 @@ class ChatCore(Screen[None]):
         if generation is None or event.message_id != generation.message_id:
             return
         generation.text += event.text
-        self._stream_tokens += 1
+        self._stream_tokens += event.num_tokens
         box = self.query_one(MessageView).box(event.message_id)
         if box is not None:
             await box.append(event.text)

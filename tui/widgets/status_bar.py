@@ -44,8 +44,9 @@ class StatusInfo:
     def render_line(self) -> str:
         """One line of plain text."""
         where = "/".join(x for x in (self.runner, self.device) if x) or "-"
+        model = self.model.rstrip("/").rsplit("/", 1)[-1] if "/" in self.model else self.model
         parts = [
-            self.model or "no model",
+            model or "no model",
             where,
             f"ctx {self.context_tokens}/{self.context_limit or '-'}",
         ]
