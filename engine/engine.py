@@ -31,6 +31,7 @@ from ember.engine.runners.base import ForwardBatch, SeqStep
 from ember.engine.sampling import sample_token
 from ember.engine.scheduler import Proposer, ScheduledSeq, Scheduler, SchedulerConfig
 from ember.engine.sequence import Sequence
+from ember.engine.speculative import close_proposer, create_proposer, draft_probs, verify_sampled
 from ember.engine.streaming import SinkWindow
 
 if TYPE_CHECKING:
@@ -140,9 +141,14 @@ class Engine:
                 block_size=options.block_size,
                 max_bytes=options.prefix_disk_bytes,
             )
+        proposer = None
         try:
-            return cls(runner, options, chat=chat, prefix_store=store, model_name=name)
+            proposer = create_proposer(options, runner, name)
+            return cls(
+                runner, options, chat=chat, prefix_store=store, proposer=proposer, model_name=name
+            )
         except Exception:
+            close_proposer(proposer)
             runner.close()
             raise
 
@@ -287,6 +293,9 @@ class Engine:
         # Sample each position in turn; keep going while the sample equals the draft. For a
         # point-mass proposer this is exact speculative sampling (accept with p(d), else a draw
         # from p without d); greedy gives plain greedy's tokens.
+        q_rows = draft_probs(self.scheduler.proposer, seq.seq_id) if drafts else None
+        if q_rows is not None:  # sampled drafts: the min(1, p/q) rule (speculative.py)
+            return verify_sampled(rows, drafts, q_rows, seq.sampling, seq.token_ids, state.rng)
         samples: list[int] = []
         offset = rows.shape[0] - 1 - len(drafts)
         for i in range(len(drafts) + 1):
@@ -325,4 +334,5 @@ class Engine:
         """Abort everything and release the runner."""
         for state in list(self._states.values()):
             self.abort(state.seq.request_id)
+        close_proposer(self.scheduler.proposer)
         self.runner.close()

@@ -108,8 +108,8 @@ def row_layout(qtype: GGMLQuantizationType, shape: Sequence[int]) -> tuple[int, 
     return rows, cols, cols // block_elements * block_bytes
 
 
-def _blocks_of(raw: Any, qtype: GGMLQuantizationType, shape: Sequence[int]) -> torch.Tensor:
-    """raw bytes -> uint8 (rows, bytes per row), checking the byte count."""
+def byte_rows(raw: Any, qtype: GGMLQuantizationType, shape: Sequence[int]) -> torch.Tensor:
+    """raw bytes -> uint8 (rows, bytes per row) sharing memory, checking the byte count."""
     rows, _, row_bytes = row_layout(qtype, shape)
     data = as_uint8_tensor(raw)
     if data.numel() != rows * row_bytes:
@@ -136,7 +136,7 @@ def _dequantize_rows_into(
 
 def dequantize(raw: Any, qtype: GGMLQuantizationType, shape: Sequence[int]) -> torch.Tensor:
     """Dequantize a whole GGUF tensor to float32 of `shape` (numpy order, cols = ne0 last)."""
-    rows = _blocks_of(raw, qtype, shape)
+    rows = byte_rows(raw, qtype, shape)
     out = torch.empty(rows.shape[0], int(shape[-1]), dtype=torch.float32)
     return _dequantize_rows_into(out, rows, qtype).view(*(int(s) for s in shape))
 
@@ -145,7 +145,7 @@ def dequantize_rows(
     raw: Any, qtype: GGMLQuantizationType, shape: Sequence[int], row_ids: Any
 ) -> torch.Tensor:
     """Dequantize only rows `row_ids` of a (rows, cols) GGUF tensor -> float32 (len(ids), cols)."""
-    rows = _blocks_of(raw, qtype, shape)
+    rows = byte_rows(raw, qtype, shape)
     ids = torch.as_tensor(row_ids, dtype=torch.int64).reshape(-1)
     if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= rows.shape[0]):
         raise ModelFileError(
@@ -158,7 +158,7 @@ def dequantize_rows(
 
 def __getattr__(name: str) -> Any:
     """Re-export the repacking API lazily (it is a separate module to keep files small)."""
-    if name in ("repack", "matmul", "auto_target", "PackedWeight"):
+    if name in ("repack", "matmul", "auto_target", "PackedWeight", "packed_to_float"):
         from ember.models import quants_repack
 
         return getattr(quants_repack, name)
@@ -170,6 +170,7 @@ __all__ = [
     "SUPPORTED_TYPES",
     "PackedWeight",
     "block_layout",
+    "byte_rows",
     "dequantize",
     "dequantize_rows",
     "row_layout",

@@ -38,6 +38,14 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-prefix-cache", action="store_true", help="do not reuse cached prompt prefixes"
     )
+    parser.add_argument(
+        "--draft",
+        metavar="MODEL|lookup|self|none",
+        help="speculative decoding: a draft model, prompt lookup, a self-draft, or none",
+    )
+    parser.add_argument(
+        "--draft-tokens", type=int, metavar="K", help="most tokens drafted per step (default 4)"
+    )
 
 
 def engine_options(args: argparse.Namespace, **overrides: Any) -> Any:
@@ -66,6 +74,8 @@ def engine_options(args: argparse.Namespace, **overrides: Any) -> Any:
         "window": pick("window", settings.window),
         "kv_budget_bytes": pick("kv_budget", 0),
         "prefix_cache": settings.prefix_cache and not getattr(args, "no_prefix_cache", False),
+        "draft": pick("draft", settings.draft),
+        "draft_tokens": pick("draft_tokens", settings.draft_tokens),
     }
     options.update(overrides)
     return EngineOptions(**options)
