@@ -37,8 +37,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         app = _build_app(args.fake, settings, history, paths)
         app.first_run_check = args.model is None  # a model named on the command line: no welcome
+        from ember.tui.stderr_guard import native_stderr_to
+
         try:
-            app.run()
+            with native_stderr_to(paths.cache_dir / "engine.log"):
+                app.run()
         finally:
             app.host.close()  # after the screen is restored: an engine step may take a moment
     finally:
