@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -77,7 +78,9 @@ async def wait_for(pilot: Pilot, condition: Callable[[], object], timeout_s: flo
     while not condition():
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout_s}s")
-        await pilot.pause(0.01)
+        # a plain sleep lets the app run; pilot.pause() would also wait for every message queue
+        # to drain, which takes long while a reply streams
+        await asyncio.sleep(0.01)
 
 
 async def send(pilot: Pilot, text: str) -> None:

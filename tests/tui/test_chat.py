@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from ember.app.config import Settings
 from ember.app.history import History
 from ember.tui.screens.chat import ChatScreen
 from ember.tui.widgets.message_view import MessageView
@@ -240,3 +241,28 @@ async def test_quit_while_streaming_keeps_reply_stopped(make_app, history, backe
         await pilot.press("ctrl+q")
     reply = history.path(conv_id)[-1]
     assert reply.role == "assistant" and reply.status == "stopped" and reply.content
+
+
+async def test_view_follows_stream_unless_scrolled_up(make_app, backends) -> None:
+    backends.script.replies = ["line of text\n\n" * 3000]
+    backends.script.tokens_per_s = 100
+    app = make_app(Settings(max_tokens=100_000))
+    async with app.run_test(size=SIZE) as pilot:
+        await send(pilot, "long")
+        chat = _chat(app)
+        view = chat.query_one(MessageView)
+        await wait_for(pilot, lambda: view.max_scroll_y > 8)
+        await wait_for(pilot, lambda: view.scroll_y == view.max_scroll_y)  # following the end
+        view.scroll_page_up(animate=False)  # what PageUp or the mouse wheel does
+        await pilot.pause()
+        held = view.scroll_y
+        grown = view.max_scroll_y
+        await wait_for(pilot, lambda: view.max_scroll_y > grown + 4)
+        assert view.scroll_y == held  # the user's position is kept while text keeps coming
+        view.scroll_end(animate=False)  # back at the bottom: follow again
+        await pilot.pause()
+        mark = view.max_scroll_y
+        await wait_for(pilot, lambda: view.max_scroll_y > mark + 4)
+        await wait_for(pilot, lambda: view.scroll_y == view.max_scroll_y)
+        await pilot.press("escape")
+        await wait_idle(pilot)
