@@ -143,6 +143,9 @@ class EngineOptions:
     draft_tokens: int = 4
     prefix_cache: bool = True
     max_batch: int = 8  # sequences decoded together
+    prefill_chunk: int = 512  # most prompt tokens of one sequence per forward (chunked prefill)
+    prefix_cache_dir: str = ""  # disk snapshots; "" = the cache dir's prefix/ folder
+    prefix_disk_bytes: int = 2 << 30  # size cap of the disk snapshots (LRU); 0 = no disk cache
     remote_url: str = ""
     remote_api_key: str = ""
 
@@ -153,6 +156,10 @@ class EngineOptions:
             raise EngineError(f"block_size={self.block_size}: must be a power of two")
         if self.sink < 0 or self.window < -1:
             raise EngineError("sink must be >= 0 and window >= -1")
+        if self.prefill_chunk < 1 or self.max_batch < 1:
+            raise EngineError("prefill_chunk and max_batch must be >= 1")
+        if self.kv_budget_bytes < 0 or self.prefix_disk_bytes < 0:
+            raise EngineError("kv_budget_bytes and prefix_disk_bytes must be >= 0")
         if not 1 <= self.draft_tokens <= 32:
             raise EngineError(f"draft_tokens={self.draft_tokens}: must be between 1 and 32")
 
@@ -195,7 +202,14 @@ class Backend(Protocol):
 
 
 def load_engine(options: EngineOptions) -> Backend:
-    """Load a model and return a thread-owned engine (an EngineThread) behind the Backend API."""
+    """Load a model and return a thread-owned engine (an EngineThread) behind the Backend API;
+    a remote server (--remote URL, a URL model or a registry entry of kind remote) gets a
+    RemoteBackend instead."""
+    from ember.engine.runners.remote import RemoteBackend, remote_config
+
+    remote = remote_config(options)
+    if remote is not None:
+        return RemoteBackend(remote)
     from ember.engine.engine_thread import start_engine_thread
 
     return start_engine_thread(options)

@@ -3,6 +3,7 @@
 Public API:
     expected_tensors(hp) -> dict[gguf_name, ExpectedTensor]   GGUF names, numpy/torch shape order
     hf_tensor_name(gguf_name, arch) -> str                      the Hugging Face name of the same
+    gguf_tensor_name(hf_name, arch) -> str | None               and back (None: not a decoder weight)
     check_tensor_shapes(hp, shapes, fmt) -> None               ModelFileError on missing/wrong
 
 Shapes are (out_features, in_features) for matrices, i.e. GGUF's ne reversed.
@@ -99,6 +100,25 @@ def hf_tensor_name(gguf_name: str, arch: str) -> str:
         raise KeyError(gguf_name)
     layer, part, kind = match.groups()
     return f"model.layers.{layer}.{table[part]}.{kind}"
+
+
+_HF_BLK = re.compile(r"model\.layers\.(\d+)\.(.+)\.(weight|bias)")
+
+
+def gguf_tensor_name(hf_name: str, arch: str) -> str | None:
+    """The GGUF name of a Hugging Face tensor name, None when the decoder does not read it."""
+    for gguf_name, name in _HF_TOP.items():
+        if name == hf_name:
+            return gguf_name
+    match = _HF_BLK.fullmatch(hf_name)
+    if match is None:
+        return None
+    layer, module, kind = match.groups()
+    table = _HF_LAYER_GEMMA3 if arch == "gemma3" else _HF_LAYER
+    for part, hf_module in table.items():
+        if hf_module == module:
+            return f"blk.{layer}.{part}.{kind}"
+    return None
 
 
 def check_tensor_shapes(

@@ -1,8 +1,10 @@
 """GGUF model files: bounded header validation first, then metadata and zero-copy tensor views.
 
 Public API:
-    open_gguf(path) -> GGUFModel            validates everything below; ModelFileError otherwise
-    GGUFModel                               path, architecture, hparams (ModelHParams | None for
+    open_gguf(path) -> GGUFModel            validates everything below; ModelFileError otherwise.
+                                            A gguf-split model opens from its first shard
+                                            (<stem>-00001-of-0000N.gguf); tensors span all shards
+    GGUFModel                               path, shards, architecture, hparams (ModelHParams | None for
                                             architectures we cannot describe), metadata (scalars
                                             and small arrays), metadata_array(key) for large ones
                                             (tokenizer vocab), tokenizer (TokenizerMeta),
@@ -10,7 +12,8 @@ Public API:
                                             n_params, supported / check_supported()
     GGUFTensor                              name, qtype (gguf.GGMLQuantizationType), shape in
                                             numpy/torch order (= ggml ne reversed), nbytes,
-                                            n_elements, raw (uint8 numpy view of the mmap)
+                                            n_elements, raw (uint8 numpy view of the mmap),
+                                            data (the same bytes as a typed / per-row view)
     TokenizerMeta, QuantStat
 
 Checks at open: the header (models/gguf_header.py), the hyperparameters (models/hparams.py) and,
@@ -22,6 +25,7 @@ The mmap stays open as long as the model or any tensor view is alive.
 from __future__ import annotations
 
 import mmap
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,6 +37,8 @@ from ember.models.hparams import SUPPORTED_ARCHS, ModelHParams
 if TYPE_CHECKING:
     import numpy as np
     from gguf import GGMLQuantizationType
+
+_SPLIT_NAME = re.compile(r"(?P<stem>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf")
 
 
 @dataclass(frozen=True)
@@ -46,6 +52,31 @@ class GGUFTensor:
     n_elements: int
     offset: int  # absolute byte offset in the file
     raw: np.ndarray  # uint8, length nbytes, zero-copy
+
+    @property
+    def data(self) -> np.ndarray:
+        """Zero-copy typed view: float/int types as `shape` (BF16 as uint16), quantized types as
+        uint8 blocks of shape (*shape[:-1], bytes per row), like gguf.GGUFReader's tensor.data."""
+        from gguf.constants import GGML_QUANT_SIZES
+
+        dtype = _PLAIN_DTYPES.get(self.qtype.name)
+        if dtype is not None:
+            return self.raw.view(dtype).reshape(self.shape)
+        block, type_size = GGML_QUANT_SIZES[self.qtype]
+        return self.raw.reshape(*self.shape[:-1], self.shape[-1] // block * type_size)
+
+
+# unquantized ggml types -> numpy dtype (little-endian); numpy has no bfloat16
+_PLAIN_DTYPES = {
+    "F32": "<f4",
+    "F16": "<f2",
+    "BF16": "<u2",
+    "F64": "<f8",
+    "I8": "<i1",
+    "I16": "<i2",
+    "I32": "<i4",
+    "I64": "<i8",
+}
 
 
 @dataclass(frozen=True)
@@ -75,19 +106,25 @@ class QuantStat:
 class GGUFModel:
     """A validated GGUF file: metadata, hyperparameters and tensor views."""
 
-    def __init__(self, path: Path, buf: mmap.mmap | bytes, header: GGUFHeader) -> None:
-        self.path = path
-        self._buf = buf
+    def __init__(self, path: Path, parts: list[tuple[Path, mmap.mmap, GGUFHeader]]) -> None:
+        self.path = path  # the (first) file
+        self.shards: list[Path] = [p for p, _, _ in parts]
+        _, self._buf, header = parts[0]
         self._header = header
         self.version = header.version
-        self.file_size = header.file_size
+        self.file_size = sum(h.file_size for _, _, h in parts)  # all shards together
         self.alignment = header.alignment
         self.metadata: dict[str, Any] = header.metadata
         arch = self.metadata.get("general.architecture")
         if not isinstance(arch, str) or not arch:
             raise ModelFileError(f"{path.name}: metadata key general.architecture is missing")
         self.architecture: str = arch
-        self.tensors: dict[str, GGUFTensor] = _tensor_views(buf, header)
+        self.tensors: dict[str, GGUFTensor] = {}
+        for shard, buf, shard_header in parts:
+            for name, tensor in _tensor_views(buf, shard_header).items():
+                if name in self.tensors:
+                    raise ModelFileError(f"{shard.name}: tensor {name} is also in an earlier shard")
+                self.tensors[name] = tensor
         self.tokenizer = _tokenizer_meta(self.metadata, self.array_count("tokenizer.ggml.tokens"))
         template = self.metadata.get("tokenizer.chat_template")
         self.chat_template: str | None = template if isinstance(template, str) else None
@@ -152,7 +189,7 @@ class GGUFModel:
         return value
 
 
-def _tensor_views(buf: mmap.mmap | bytes, header: GGUFHeader) -> dict[str, GGUFTensor]:
+def _tensor_views(buf: mmap.mmap, header: GGUFHeader) -> dict[str, GGUFTensor]:
     import numpy as np
     from gguf import GGMLQuantizationType
 
@@ -186,16 +223,24 @@ def _opt_bool(md: dict[str, Any], key: str) -> bool | None:
     return value if isinstance(value, bool) else None
 
 
+def _token_id(md: dict[str, Any], key: str, n_tokens: int | None) -> int | None:
+    """A special token id; one outside the vocabulary counts as absent (llama.cpp warns, ignores)."""
+    value = _opt_int(md, key)
+    if value is None or value < 0 or (n_tokens is not None and value >= n_tokens):
+        return None
+    return value
+
+
 def _tokenizer_meta(md: dict[str, Any], n_tokens: int | None) -> TokenizerMeta:
     return TokenizerMeta(
         model=_opt_str(md, "tokenizer.ggml.model"),
         pre=_opt_str(md, "tokenizer.ggml.pre"),
         n_tokens=n_tokens or 0,
-        bos_id=_opt_int(md, "tokenizer.ggml.bos_token_id"),
-        eos_id=_opt_int(md, "tokenizer.ggml.eos_token_id"),
-        eot_id=_opt_int(md, "tokenizer.ggml.eot_token_id"),
-        unk_id=_opt_int(md, "tokenizer.ggml.unknown_token_id"),
-        pad_id=_opt_int(md, "tokenizer.ggml.padding_token_id"),
+        bos_id=_token_id(md, "tokenizer.ggml.bos_token_id", n_tokens),
+        eos_id=_token_id(md, "tokenizer.ggml.eos_token_id", n_tokens),
+        eot_id=_token_id(md, "tokenizer.ggml.eot_token_id", n_tokens),
+        unk_id=_token_id(md, "tokenizer.ggml.unknown_token_id", n_tokens),
+        pad_id=_token_id(md, "tokenizer.ggml.padding_token_id", n_tokens),
         add_bos=_opt_bool(md, "tokenizer.ggml.add_bos_token"),
         add_eos=_opt_bool(md, "tokenizer.ggml.add_eos_token"),
     )
@@ -220,20 +265,56 @@ def _hparams(model: GGUFModel) -> ModelHParams | None:
     return hp
 
 
-def open_gguf(path: str | Path) -> GGUFModel:
-    """Validate a GGUF file's header, hyperparameters and tensor shapes; return the model."""
-    path = Path(path)
+def _map(path: Path) -> mmap.mmap:
+    """Read-only mmap of a whole file; ModelFileError when it cannot be read."""
     try:
         size = path.stat().st_size
         if size == 0:
             raise ModelFileError(f"{path.name}: empty file")
         with path.open("rb") as f:
-            buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     except FileNotFoundError:
         raise ModelFileError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise ModelFileError(f"{path}: is a folder, not a GGUF file") from None
     except (OSError, ValueError) as exc:
         raise ModelFileError(f"{path.name}: cannot read: {exc}") from None
+
+
+def _split_parts(
+    path: Path, header: GGUFHeader, buf: mmap.mmap
+) -> list[tuple[Path, mmap.mmap, GGUFHeader]]:
+    """All shards of a gguf-split model (split.count > 1), each validated; [first] otherwise."""
+    count = header.metadata.get("split.count", 1)
+    if not isinstance(count, int) or count <= 1:
+        return [(path, buf, header)]
+    if header.metadata.get("split.no", 0) != 0:
+        raise ModelFileError(f"{path.name}: a later shard of a split model; open the first shard")
+    match = _SPLIT_NAME.fullmatch(path.name)
+    if match is None or int(match["count"]) != count:
+        raise ModelFileError(
+            f"{path.name}: split.count is {count} but the name is not <stem>-00001-of-{count:05d}.gguf"
+        )
+    parts = [(path, buf, header)]
+    for index in range(2, count + 1):
+        shard = path.with_name(f"{match['stem']}-{index:05d}-of-{count:05d}.gguf")
+        if not shard.is_file():
+            raise ModelFileError(f"{path.name}: missing shard {shard.name} of {count}")
+        shard_buf = _map(shard)
+        shard_header = parse_gguf_header(shard_buf, shard.name)
+        if shard_header.metadata.get("split.no") != index - 1:
+            raise ModelFileError(f"{shard.name}: split.no is not {index - 1}")
+        parts.append((shard, shard_buf, shard_header))
+    declared = header.metadata.get("split.tensors.count")
+    found = sum(len(h.tensors) for _, _, h in parts)
+    if declared is not None and declared != found:
+        raise ModelFileError(f"{path.name}: split.tensors.count is {declared}, shards hold {found}")
+    return parts
+
+
+def open_gguf(path: str | Path) -> GGUFModel:
+    """Validate a GGUF file (every shard of a split one) and its tensors; return the model."""
+    path = Path(path)
+    buf = _map(path)
     header = parse_gguf_header(buf, path.name)
-    return GGUFModel(path, buf, header)
+    return GGUFModel(path, _split_parts(path, header, buf))

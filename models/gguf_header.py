@@ -46,6 +46,7 @@ _SCALAR: dict[int, tuple[str, int, str]] = {
     T_INT64: ("<q", 8, "<i8"),
     T_FLOAT64: ("<d", 8, "<f8"),
 }
+_U64 = struct.Struct("<Q")
 _MIN_KV_BYTES = 8 + 1 + 4 + 1  # key length, 1-byte key, type, smallest value
 _MIN_TENSOR_BYTES = 8 + 1 + 4 + 8 + 4 + 8  # name length, 1-byte name, n_dims, one ne, type, offset
 
@@ -164,11 +165,21 @@ def _read_array(cur: _Cursor, key: str) -> list[Any] | ArrayRef:
             return [cur.string(f"{what}[{i}]") for i in range(count)]
         return [cur.scalar(elem, f"{what}[{i}]") for i in range(count)]
     if elem == T_STRING:
-        for i in range(count):  # walk the lengths; each bounded by the bytes left
-            cur.string_span(f"{what}[{i}]")
+        _skip_strings(cur, what, count)
     else:
         cur.pos += count * min_width  # fits: checked against the bytes left above
     return ArrayRef(key=key, elem_type=elem, count=count, offset=start, end=cur.pos)
+
+
+def _skip_strings(cur: _Cursor, what: str, count: int) -> None:
+    """Walk `count` strings (a tight loop: vocabularies hold 100k-260k of them)."""
+    unpack, buf, size, pos = _U64.unpack_from, cur.buf, cur.size, cur.pos
+    for i in range(count):
+        if pos + 8 > size or (length := unpack(buf, pos)[0]) > size - pos - 8:
+            cur.pos = pos
+            cur.string_span(f"{what}[{i}]")  # raises the precise truncation error
+        pos += 8 + length
+    cur.pos = pos
 
 
 def _read_kv(cur: _Cursor, header_md: dict[str, Any], arrays: dict[str, ArrayRef]) -> None:
@@ -308,12 +319,12 @@ def read_array(buf: Any, ref: ArrayRef, name: str) -> Any:
             buf, dtype=_SCALAR[ref.elem_type][2], count=ref.count, offset=ref.offset
         )
     out: list[str] = []
-    pos = ref.offset
-    for i in range(ref.count):  # bounds were checked when the header was parsed
-        (length,) = struct.unpack_from("<Q", buf, pos)
-        try:
-            out.append(bytes(buf[pos + 8 : pos + 8 + length]).decode("utf-8"))
-        except UnicodeDecodeError:
-            raise ModelFileError(f"{name}: metadata {ref.key}[{i}] is not valid UTF-8") from None
-        pos += 8 + length
+    unpack, pos = _U64.unpack_from, ref.offset
+    try:
+        for _ in range(ref.count):  # bounds were checked when the header was parsed
+            length = unpack(buf, pos)[0]
+            out.append(str(buf[pos + 8 : pos + 8 + length], "utf-8"))
+            pos += 8 + length
+    except UnicodeDecodeError:
+        raise ModelFileError(f"{name}: metadata {ref.key}[{len(out)}] is not valid UTF-8") from None
     return out

@@ -18,6 +18,8 @@ Conventions the runners rely on:
   (offset 1.0); llama.cpp's converter already adds the 1 into GGUF weights (offset 0.0).
 - GGUF llama files store Q/K rows permuted for interleaved RoPE (rope_interleaved=True); HF and the
   other GGUF architectures use the NeoX half-split layout.
+- GGUF llama-3.1-style scaling arrives as a `rope_freqs.weight` tensor (head_dim/2 frequency
+  divisors) rather than metadata, so rope_scaling reads "none" there: use the tensor when present.
 """
 
 from __future__ import annotations

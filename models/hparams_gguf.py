@@ -66,7 +66,9 @@ def _rope_scaling(m: _Meta) -> RopeScaling:
     return RopeScaling(
         kind=_ROPE_KIND[kind],
         factor=factor if factor is not None else 1.0,
-        original_context_length=m.opt_int("rope.scaling.original_context_length"),
+        # llama.cpp falls back to the trained context when yarn's original length is absent
+        original_context_length=m.opt_int("rope.scaling.original_context_length")
+        or (m.get_int("context_length") if kind == "yarn" else None),
         beta_fast=m.get_float("rope.scaling.yarn_beta_fast"),
         beta_slow=m.get_float("rope.scaling.yarn_beta_slow"),
         attn_factor=m.get_float("rope.scaling.attn_factor"),

@@ -109,7 +109,7 @@ def _sliding(config: dict[str, Any], arch: str, n_layers: int) -> tuple[int | No
     if arch == "qwen2" or arch == "qwen3":
         if not config.get("use_sliding_window", False):
             return None, None
-    if arch == "llama" or window is None:
+    if window is None:  # llama configs have none; mistral v0.1 sets one for every layer
         return None, None
     layer_types = config.get("layer_types")
     if isinstance(layer_types, list) and len(layer_types) == n_layers:

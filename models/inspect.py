@@ -50,7 +50,7 @@ class ModelInfo:
         return {
             "path": str(self.path),
             "format": self.format,
-            "name": self.name,
+            "model_name": self.name,  # the file's own name; "name" is the registry's
             "architecture": self.architecture,
             "supported": self.supported,
             "parameters": self.n_params,
@@ -113,7 +113,6 @@ def _gguf_info(path: Path) -> ModelInfo:
         hidden_size=hp.hidden_size if hp else None,
         extra={
             "gguf_version": model.version,
-            "file_type": file_type,
             "n_tensors": len(model.tensors),
         },
     )

@@ -8,6 +8,7 @@ SQLite file in the data dir (registry_store.py); this module is the API the CLI 
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import time
 from dataclasses import dataclass, replace
@@ -111,11 +112,17 @@ class Registry:
 
     def add_path(self, path: Path, name: str | None = None) -> ModelRecord:
         """Validate a local GGUF file or safetensors folder and register it in place (no copy)."""
-        path = path.expanduser().resolve()
+        path = Path(os.path.abspath(path.expanduser()))  # keep symlinks (HF cache snapshots)
         if not path.exists():
             raise RegistryError(f"{path}: no such file or folder")
         fmt = detect_format(path)
-        info = _inspect(path)
+        from ember.models.errors import ModelFileError
+        from ember.models.inspect import inspect_model
+
+        try:
+            info = inspect_model(path)
+        except ModelFileError as exc:
+            raise RegistryError(f"{path}: not added: {exc}") from None
         name = name or default_name(path, fmt)
         existing = self.store.find(name)
         if existing is not None and existing.path != path:
@@ -126,9 +133,9 @@ class Registry:
             name=name,
             path=path,
             format=fmt,
-            architecture=_info_get(info, "architecture") or peek_architecture(path, fmt),
-            parameters=_info_get(info, "parameters", "parameter_count", "n_params"),
-            quant=_quant_label(info),
+            architecture=info.architecture,
+            parameters=info.n_params,
+            quant=info.quant,
             size_bytes=model_size(path, fmt),
             owned=False,
         )
@@ -199,13 +206,16 @@ class Registry:
         path = Path(ref).expanduser()
         if path.exists():
             fmt = detect_format(path)
-            path = path.resolve()
+            path = Path(os.path.abspath(path))
             known = self.store.find_by_path(path)
             if known is not None:
                 return _resolved(known)
             if fmt == "safetensors" and path.is_file():
                 path = path.parent
             return ResolvedModel(default_name(path, fmt), path, fmt, peek_architecture(path, fmt))
+        pulled = [r for r in self.store.all() if r.name.startswith(ref + ":") and r.path.exists()]
+        if pulled:  # `org/repo` after `ember pull org/repo`: its most recently added quant
+            return _resolved(max(pulled, key=lambda r: r.added_at))
         raise RegistryError(_unknown_message(ref))
 
     def _ensure_starter(self) -> ModelRecord:
@@ -253,44 +263,26 @@ def _unknown_message(ref: str) -> str:
 def _delete_owned(record: ModelRecord, models_dir: Path) -> int:
     """Delete a downloaded model's files (never anything outside models_dir). Returns bytes."""
     root = models_dir.resolve()
-    files = model_files(record.path, record.format)
     freed = 0
-    for file in files:
-        if not file.resolve().is_relative_to(root):
+    for file in model_files(record.path, record.format):
+        if not file.exists() or not file.resolve().is_relative_to(root):
             continue
         freed += file.stat().st_size
         file.unlink()
-        for extra in (file.with_name(file.name + ".sha256"),):
-            extra.unlink(missing_ok=True)
+        for suffix in (".sha256", ".lock", ".part", ".part.json"):  # stamps and leftovers
+            file.with_name(file.name + suffix).unlink(missing_ok=True)
     folder = record.path if record.path.is_dir() else record.path.parent
-    if folder.resolve().is_relative_to(root) and folder.resolve() != root and folder.exists():
-        if record.format == "safetensors":
+    if record.format == "safetensors" and folder.resolve().is_relative_to(root):
+        if folder.resolve() != root:
             shutil.rmtree(folder, ignore_errors=True)
-        elif not any(folder.iterdir()):
-            folder.rmdir()
+        folder = folder.parent
+    # drop folders left empty, up to (not including) models_dir
+    while folder.exists() and folder.resolve() != root and folder.resolve().is_relative_to(root):
+        if any(folder.iterdir()):
+            break
+        folder.rmdir()
+        folder = folder.parent
     return freed
-
-
-def _inspect(path: Path) -> object | None:
-    """inspect_model(path) from models/inspect.py: validates the files; ModelFileError if bad."""
-    try:
-        from ember.models.inspect import inspect_model
-    except ImportError:
-        return None
-    return inspect_model(path)
-
-
-def _info_get(info: object | None, *names: str) -> object | None:
-    for attr in names:
-        value = getattr(info, attr, None)
-        if value is not None:
-            return value
-    return None
-
-
-def _quant_label(info: object | None) -> str | None:
-    value = _info_get(info, "quant", "file_type", "dominant_quant")
-    return str(value) if value is not None else None
 
 
 def resolve_model(ref: str) -> ResolvedModel:

@@ -114,21 +114,29 @@ def _read_value(f: BinaryIO, vtype: int) -> object:
 
 def gguf_scalars(path: Path) -> dict[str, object]:
     """The scalar key/values of a GGUF header (arrays skipped); {} if it is not readable."""
-    out: dict[str, object] = {}
     try:
         with path.open("rb") as f:
-            magic, _version, _tensors, kv_count = struct.unpack("<4sIQQ", _read_exact(f, 24))
-            if magic != b"GGUF":
-                return {}
-            for _ in range(min(kv_count, _MAX_KVS_SCANNED)):
-                (key_len,) = struct.unpack("<Q", _read_exact(f, 8))
-                if key_len > 65536:
-                    break
-                key = _read_exact(f, key_len).decode("utf-8", "replace")
-                (vtype,) = struct.unpack("<I", _read_exact(f, 4))
-                value = _read_value(f, vtype)
-                if value is not None:
-                    out[key] = value
+            return scan_gguf_scalars(f)
+    except OSError:
+        return {}
+
+
+def scan_gguf_scalars(f: BinaryIO) -> dict[str, object]:
+    """Scalar key/values from a GGUF header stream; stops quietly where the bytes end."""
+    out: dict[str, object] = {}
+    try:
+        magic, _version, _tensors, kv_count = struct.unpack("<4sIQQ", _read_exact(f, 24))
+        if magic != b"GGUF":
+            return {}
+        for _ in range(min(kv_count, _MAX_KVS_SCANNED)):
+            (key_len,) = struct.unpack("<Q", _read_exact(f, 8))
+            if key_len > 65536:
+                break
+            key = _read_exact(f, key_len).decode("utf-8", "replace")
+            (vtype,) = struct.unpack("<I", _read_exact(f, 4))
+            value = _read_value(f, vtype)
+            if value is not None:
+                out[key] = value
     except (OSError, ValueError, struct.error):
         return out
     return out

@@ -55,7 +55,7 @@ def read_json(path: Path, what: str | None = None) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ModelFileError(f"{label}: missing") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:  # ValueError: bad UTF-8, JSON, huge ints
         raise ModelFileError(f"{label}: not valid JSON ({exc})") from None
 
 

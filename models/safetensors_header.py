@@ -84,7 +84,7 @@ def _read_json_header(path: Path) -> tuple[Any, int, int]:
         raise ModelFileError(f"{path.name}: cannot read: {exc}") from None
     try:
         return json.loads(text.decode("utf-8")), 8 + length, size
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+    except (ValueError, RecursionError) as exc:  # ValueError: bad UTF-8, JSON, huge ints
         raise ModelFileError(f"{path.name}: header is not valid JSON ({exc})") from None
 
 

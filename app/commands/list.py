@@ -27,8 +27,11 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json([r.to_dict() | {"present": r.path.exists()} for r in records])
         return 0
+    unregistered = _hf_cache_hint(records)
     if not records:
         print("No local models. Try `ember pull ORG/REPO` or `ember add PATH`.")
+        if unregistered:
+            print(unregistered)
         return 0
     rows = []
     for r in records:
@@ -50,4 +53,17 @@ def run(args: argparse.Namespace) -> int:
             ]
         )
     print_table(rows, ["NAME", "FORMAT", "ARCH", "QUANT", "SIZE", "LAST USED"])
+    if unregistered:
+        print(unregistered)
     return 0
+
+
+def _hf_cache_hint(records: list) -> str:  # type: ignore[type-arg]
+    """A line about models in the Hugging Face cache that are not registered yet, or ''."""
+    from ember.models.hub_cache import discover
+
+    known = {str(r.path) for r in records}
+    extra = [m for m in discover() if str(m.path) not in known]
+    if not extra:
+        return ""
+    return f"{len(extra)} more in the Hugging Face cache; register them in place with `ember add --hf-cache`."

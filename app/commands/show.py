@@ -13,6 +13,7 @@ _LABELS = {
     "name": "name",
     "format": "format",
     "architecture": "architecture",
+    "model_name": "model name",
     "parameters": "parameters",
     "quant": "quant",
     "quant_mix": "quant mix",
@@ -43,8 +44,13 @@ def describe(ref: str) -> dict[str, Any]:
     if resolved.format == "remote":
         out["url"] = resolved.url
         return out
-    info = _inspect(resolved.path, resolved.format)
+    from ember.models.inspect import inspect_model
+
+    info = inspect_model(resolved.path).to_dict()
+    model_name = info.pop("name", None)
     out.update({k: v for k, v in info.items() if v is not None and k != "path"})
+    if model_name and model_name != resolved.name:
+        out["model_name"] = model_name
     record = registry.find(resolved.name)
     out["path"] = str(resolved.path)
     out["sha256"] = resolved.sha256 or registry.digest(resolved.path, resolved.format)
@@ -54,28 +60,6 @@ def describe(ref: str) -> dict[str, Any]:
             parts = [record.source_repo, record.source_revision, record.source_file]
             out["source"] = " ".join(p for p in parts if p)
         registry.touch_last_used(record.name)
-    return out
-
-
-def _inspect(path: Any, fmt: str) -> dict[str, Any]:
-    try:
-        from ember.models.inspect import inspect_model
-    except ImportError:  # until models/inspect.py lands: the header's scalars only
-        return _header_summary(path, fmt)
-    return dict(inspect_model(path).to_dict())
-
-
-def _header_summary(path: Any, fmt: str) -> dict[str, Any]:
-    from ember.models.registry_probe import gguf_scalars, model_size, peek_architecture
-
-    arch = peek_architecture(path, fmt)
-    out: dict[str, Any] = {"architecture": arch, "size_bytes": model_size(path, fmt)}
-    if fmt == "gguf":
-        scalars = gguf_scalars(path)
-        out["context_length"] = scalars.get(f"{arch}.context_length")
-        out["size_label"] = scalars.get("general.size_label")
-        has_template = "tokenizer.chat_template" in scalars
-        out["chat_template_source"] = "gguf" if has_template else "built-in fallback"
     return out
 
 

@@ -76,7 +76,12 @@ class Runner(Protocol):
         ...
 
     def shift_positions(self, seq_id: int, block_ids: list[int], delta: int) -> None:
-        """Re-base the keys stored in block_ids by delta positions (RoPE shift after eviction)."""
+        """Re-base the keys stored in block_ids by delta positions (RoPE shift after eviction).
+
+        Called before the forward of the step that needs it; the engine has already made these
+        blocks private to seq_id (copy-on-write), and every slot of them up to the sequence's
+        cache length holds a key. After the shift, cache index == position again.
+        """
         ...
 
     def release(self, seq_id: int) -> None:
@@ -84,7 +89,11 @@ class Runner(Protocol):
         ...
 
     def read_blocks(self, block_ids: list[int]) -> bytes:
-        """Serialize the KV bytes of these blocks (for disk snapshots)."""
+        """Serialize the KV bytes of these blocks (for disk snapshots).
+
+        Any layout, as long as write_blocks inverts it; the engine's disk store calls both with
+        one block at a time and needs the same byte count for every block.
+        """
         ...
 
     def write_blocks(self, block_ids: list[int], data: bytes) -> None:

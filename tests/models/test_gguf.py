@@ -55,6 +55,8 @@ def test_tensor_views_are_zero_copy_and_exact(tmp_path: Path) -> None:
         assert t.nbytes == ref.n_bytes == t.raw.nbytes and t.raw.dtype == np.uint8
         assert not t.raw.flags.writeable and not t.raw.flags.owndata
         assert t.raw.tobytes() == raw_file[t.offset : t.offset + t.nbytes]
+        np.testing.assert_array_equal(t.data, ref.data)  # same typed view as the gguf package
+        assert np.shares_memory(t.data, t.raw)
         got = gguf.quants.dequantize(t.raw, t.qtype).reshape(t.shape)
         want = gguf.quants.dequantize(ref.data, ref.tensor_type).reshape(t.shape)
         np.testing.assert_array_equal(got, want)
@@ -110,3 +112,25 @@ def test_starter_model(starter_gguf: Path) -> None:
     assert len(tokens) == 262144 and tokens[2] == "<bos>"
     embd = model.tensors["token_embd.weight"]
     assert embd.shape == (262144, 640) and embd.qtype == gguf.GGMLQuantizationType.Q8_0
+
+
+def test_split_model_opens_from_the_first_shard(tmp_path: Path) -> None:
+    first = write_tiny_gguf(tmp_path / "big.gguf", "qwen3", split_max_tensors=10)
+    shards = sorted(tmp_path.glob("big-*-of-*.gguf"))
+    assert first == shards[0] and len(shards) > 2
+    model = open_gguf(first)
+    whole = open_gguf(write_tiny_gguf(tmp_path / "one.gguf", "qwen3"))
+    assert model.shards == shards and model.check_supported() == whole.hparams
+    assert model.file_size == sum(p.stat().st_size for p in shards)
+    assert set(model.tensors) == set(whole.tensors)
+    for name, t in whole.tensors.items():
+        assert model.tensors[name].raw.tobytes() == t.raw.tobytes()
+    with pytest.raises(ModelFileError, match="a later shard of a split model"):
+        open_gguf(shards[1])
+    renamed = shards[0].with_name("other.gguf")
+    renamed.write_bytes(shards[0].read_bytes())
+    with pytest.raises(ModelFileError, match="is not <stem>-00001-of"):
+        open_gguf(renamed)
+    shards[-1].unlink()
+    with pytest.raises(ModelFileError, match=f"big-00001-of.*missing shard {shards[-1].name}"):
+        open_gguf(first)

@@ -10,7 +10,7 @@ import pytest
 from ember.models.errors import ModelFileError
 from ember.models.gguf import open_gguf
 from tests.models.badfiles.corpus import BAD_CASES, HUGE_DECLARED, truncation_points
-from tests.models.badfiles.layout import GGUFSpec, build, key_of, spec_from_file
+from tests.models.badfiles.layout import GGUFSpec, build, key_of, kv_u32, spec_from_file
 from tests.models.badfiles.tiny import write_tiny_gguf
 
 
@@ -98,3 +98,44 @@ def test_memory_does_not_follow_declared_sizes(
         tracemalloc.stop()
     # declared sizes reach 2**62; what we allocate stays below the (100 KB) file's size
     assert peak < 512 * 1024, peak
+
+
+def test_large_string_arrays_stay_lazy_and_bounded(tmp_path: Path) -> None:
+    """A 3000-token vocabulary is walked, not decoded, at open; faults still name the item."""
+    path = write_tiny_gguf(tmp_path / "big_vocab.gguf", "llama", n_vocab=3000)
+    model = open_gguf(path)
+    assert "tokenizer.ggml.tokens" in model.array_keys
+    assert "tokenizer.ggml.tokens" not in model.metadata
+    tokens = model.metadata_array("tokenizer.ggml.tokens")
+    assert len(tokens) == 3000 and tokens[1] == "<s>" and tokens[-1] == "t2999"
+    raw = path.read_bytes()
+    item = raw.index(b"t1500") - 8  # the u64 length in front of token 1500
+    last = raw.index(b"t2999") - 8
+    cases = {
+        "cut_in_count_bound": (raw[: item + 4], "tokenizer.ggml.tokens declares 3000 items"),
+        "cut_at_last_item": (raw[: last + 4], "tokenizer.ggml.tokens[2999] length needs 8 bytes"),
+        "huge_length": (
+            raw[:item] + (1 << 62).to_bytes(8, "little") + raw[item + 8 :],
+            "truncated: metadata tokenizer.ggml.tokens[1500]",
+        ),
+    }
+    for case, (content, fragment) in cases.items():
+        bad = tmp_path / f"{case}.gguf"
+        bad.write_bytes(content)
+        _expect_error(bad, fragment)
+    bad_utf8 = tmp_path / "utf8.gguf"
+    bad_utf8.write_bytes(raw[: item + 8] + b"\xff" + raw[item + 9 :])
+    model = open_gguf(bad_utf8)  # opening does not decode the vocabulary...
+    with pytest.raises(ModelFileError, match=r"tokenizer.ggml.tokens\[1500\] is not valid UTF-8"):
+        model.metadata_array("tokenizer.ggml.tokens")  # ...reading it does
+
+
+def test_special_token_outside_the_vocabulary_counts_as_absent(
+    valid: tuple[GGUFSpec, bytes, dict[str, int]], tmp_path: Path
+) -> None:
+    spec = valid[0].copy()
+    spec.set_kv("tokenizer.ggml.eos_token_id", kv_u32("tokenizer.ggml.eos_token_id", 70000))
+    path = tmp_path / "eos.gguf"
+    path.write_bytes(build(spec)[0])
+    tok = open_gguf(path).tokenizer
+    assert tok.eos_id is None and tok.bos_id == 1  # as llama.cpp: warn-worthy, not fatal

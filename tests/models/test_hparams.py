@@ -110,6 +110,21 @@ def test_gguf_rope_scaling_and_softcaps() -> None:
     assert hp.final_logit_softcap == 30.0 and hp.vocab_size == 77 and hp.tie_embeddings
 
 
+def test_gguf_yarn_without_original_length_uses_the_trained_context() -> None:
+    md = _gguf_md(**{"llama.rope.scaling.type": "yarn", "llama.rope.scaling.factor": 4.0})
+    scaling = hparams_from_gguf(md, 100, {}).rope_scaling
+    assert (scaling.kind, scaling.original_context_length) == ("yarn", 4096)
+
+
+def test_hf_mistral_sliding_window_covers_every_layer() -> None:
+    config = hf_config("llama", tied=False, legacy=True)
+    config |= {"architectures": ["MistralForCausalLM"], "model_type": "mistral"}
+    hp = hparams_from_hf_config(config | {"sliding_window": 4096})
+    assert hp.architecture == "llama" and hp.sliding_window == 4096
+    assert hp.is_sliding(0) and hp.is_sliding(1)
+    assert hparams_from_hf_config(config | {"sliding_window": None}).sliding_window is None
+
+
 @pytest.mark.parametrize(
     ("extra", "fragment"),
     [

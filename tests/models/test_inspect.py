@@ -35,6 +35,7 @@ def test_gguf_info(tmp_path: Path) -> None:
     json.dumps(out)
     assert out["parameters"] == expected_params and out["size_bytes"] == info.file_size
     assert out["path"] == str(path) and out["gguf_version"] == 3
+    assert out["model_name"] == "tiny-qwen3" and "name" not in out  # "name" is the registry's
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from safetensors.torch import save_file
 
 from ember.models.errors import ModelFileError
@@ -83,6 +85,11 @@ BAD_HEADERS: dict[str, tuple[bytes, str]] = {
     "overlap": (
         _raw({"a": _F32_2x2, "b": {**_F32_2x2, "data_offsets": [8, 24]}}, b"\0" * 24),
         "overlap",
+    ),
+    "huge_int": (struct.pack("<Q", 5002) + b"[" + b"9" * 5000 + b"]", "not valid JSON"),
+    "deep_nesting": (
+        struct.pack("<Q", 200_000) + b"[" * 100_000 + b"]" * 100_000,
+        "not valid JSON",
     ),
     "bad_metadata": (_raw({"__metadata__": {"k": 1}, "w": _F32_2x2}, b"\0" * 16), "__metadata__"),
 }
@@ -210,3 +217,54 @@ def test_pickle_checkpoints_refused_and_never_loaded(
     assert not is_pickle_checkpoint(tmp_path / "model.safetensors")
     refuse_pickle(write_tiny_hf(tmp_path / "ok", "llama") / "model.safetensors")
     assert not (tmp_path / "PWNED").exists()
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(data=st.data())
+def test_fuzzed_headers_raise_only_model_file_error(data: st.DataObject, tmp_path: Path) -> None:
+    """Random truncation and byte flips in a real shard's header and tensors."""
+    folder = tmp_path / "fz"
+    if not folder.exists():
+        write_tiny_hf(folder, "qwen3")
+    shard = folder / "model.safetensors"
+    pristine = folder / "pristine.raw"  # not a .safetensors name: never read as a shard
+    if not pristine.exists():
+        pristine.write_bytes(shard.read_bytes())
+    raw = bytearray(pristine.read_bytes())
+    (header_len,) = struct.unpack_from("<Q", raw, 0)
+    flips = data.draw(
+        st.lists(st.tuples(st.integers(0, 8 + header_len - 1), st.integers(0, 255)), max_size=4)
+    )
+    for pos, value in flips:
+        raw[pos] = value
+    cut = data.draw(st.none() | st.integers(0, len(raw)))
+    shard.write_bytes(bytes(raw[:cut] if cut is not None else raw))
+    try:
+        model = open_safetensors(folder)
+        for name in model.tensor_names[:3]:
+            model.tensor(name)
+    except ModelFileError as exc:
+        assert "\n" not in str(exc)
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2", "qwen3", "gemma3"])
+def test_tensor_names_map_both_ways(arch: str) -> None:
+    from ember.models.arch_tensors import gguf_tensor_name, hf_tensor_name
+
+    names = hf_tensors(arch, tied=False)
+    gguf_names = {gguf_tensor_name(n, arch) for n in names}
+    assert None not in gguf_names and len(gguf_names) == len(names)
+    assert {hf_tensor_name(g, arch) for g in gguf_names if g} == set(names)
+    if arch == "gemma3":
+        assert gguf_tensor_name("model.layers.3.pre_feedforward_layernorm.weight", arch) == (
+            "blk.3.ffn_norm.weight"
+        )
+        assert gguf_tensor_name("model.layers.3.post_attention_layernorm.weight", arch) == (
+            "blk.3.post_attention_norm.weight"
+        )
+    assert gguf_tensor_name("model.rotary_emb.inv_freq", arch) is None

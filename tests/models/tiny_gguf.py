@@ -17,8 +17,8 @@ def write_tiny_gguf(path: Path, arch: str = "llama", rows: int = 8, seed: int = 
     return write_model(path, arch, n_vocab=max(rows, 4), context_length=128, seed=seed)
 
 
-def write_tiny_safetensors(folder: Path, model_type: str = "llama") -> Path:
-    """A tiny complete HF folder (config.json, tokenizer files, one shard) of `model_type`."""
+def write_tiny_safetensors(folder: Path, model_type: str = "llama", shards: int = 1) -> Path:
+    """A tiny complete HF folder (config.json, tokenizer files, shards + index) of `model_type`."""
     from tests.models.badfiles.tiny_hf import write_tiny_hf
 
-    return write_tiny_hf(folder, model_type)
+    return write_tiny_hf(folder, model_type, n_shards=shards)

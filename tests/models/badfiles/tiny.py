@@ -97,13 +97,18 @@ def write_tiny_gguf(
     n_vocab: int = VOCAB,
     context_length: int = 256,
     seed: int = 0,
+    split_max_tensors: int = 0,
 ) -> Path:
-    """Write a valid 2-layer GGUF of `arch` to path (gemma3 ties embeddings by default)."""
+    """Write a valid 2-layer GGUF of `arch` to path (gemma3 ties embeddings by default).
+
+    split_max_tensors > 0 writes a gguf-split model instead: <stem>-0000i-of-0000N.gguf beside
+    path; the first shard's path is returned.
+    """
     if n_vocab < 4:
         raise ValueError("n_vocab must cover the 4 special tokens")
     tied = arch == "gemma3" if tied is None else tied
     rng = np.random.default_rng(seed)
-    writer = gguf.GGUFWriter(str(path), arch)
+    writer = gguf.GGUFWriter(str(path), arch, split_max_tensors=split_max_tensors)
     _metadata(writer, arch, chat_template, n_vocab, context_length)
     _add(writer, rng, "token_embd.weight", (n_vocab, HIDDEN), Q.Q8_0)
     _add(writer, rng, "output_norm.weight", (HIDDEN,), Q.F32)
@@ -116,4 +121,6 @@ def write_tiny_gguf(
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
+    if split_max_tensors:
+        return writer.format_shard_names(path)[0]
     return path

@@ -1,0 +1,100 @@
+"""`ember pull REF`: download a model from the Hugging Face Hub (resumable, verified)."""
+
+from __future__ import annotations
+
+import argparse
+
+NAME = "pull"
+HELP = (
+    "Download a model from the Hub: ORG/REPO, ORG/REPO:QUANT, ORG/REPO/FILE.gguf or a catalog name."
+)
+ORDER = 32
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "ref", help="org/repo, org/repo:Q4_K_M, org/repo/file.gguf, or a catalog name"
+    )
+    parser.add_argument(
+        "--offline", action="store_true", help="never touch the network (like HF_HUB_OFFLINE=1)"
+    )
+    parser.add_argument(
+        "--list", action="store_true", help="show the choices and their fit, download nothing"
+    )
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def _show_plan(plan: object) -> None:
+    from ember.app.commands._model_format import human_bytes, print_table
+
+    rows = []
+    for choice in plan.choices:  # type: ignore[attr-defined]
+        fit = plan.fit_of(choice)  # type: ignore[attr-defined]
+        kv = human_bytes(fit.kv_bytes) if fit.kv_bytes is not None else "?"
+        mark = "*" if choice.label == plan.choice.label else " "  # type: ignore[attr-defined]
+        rows.append(
+            [
+                f"{mark} {choice.label}",
+                str(len(choice.files)),
+                human_bytes(choice.size_bytes),
+                kv,
+                fit.ram_verdict,
+                "ok" if fit.disk_ok else "too big",
+            ]
+        )
+    ctx = plan.fit.ctx  # type: ignore[attr-defined]
+    print(f"{plan.ref.repo_id} at {plan.commit[:12]}:")  # type: ignore[attr-defined]
+    print_table(rows, ["CHOICE", "FILES", "SIZE", f"KV@{ctx}", "RAM", "DISK"])
+
+
+def run(args: argparse.Namespace) -> int:
+    import sys
+
+    from ember.app.commands._model_format import human_bytes, print_json
+    from ember.app.commands._progress import ProgressBar
+    from ember.app.config import load_settings
+    from ember.models.hub_pull import Puller
+
+    def note(text: str) -> None:
+        print(text, file=sys.stderr)
+
+    puller = Puller(
+        offline=args.offline, ctx=load_settings().ctx, on_progress=ProgressBar(), on_note=note
+    )
+    puller.downloader.on_wait = lambda f: note(f"{f.name}: another pull is downloading it; waiting")
+    from ember.models.starter import STARTER_NAME
+
+    plan = None
+    if not puller.offline and args.ref != STARTER_NAME:
+        plan = puller.plan(args.ref)
+        if not args.json:
+            _show_plan(plan)
+        if args.list:
+            return 0
+        if plan.fit.ram_verdict == "too big":
+            note(
+                f"warning: {plan.choice.label} needs about {human_bytes(plan.fit.ram_needed_bytes)} of RAM"
+            )
+    try:
+        result = puller.pull(args.ref, plan)
+    except KeyboardInterrupt:
+        note("interrupted: the partial download is kept; rerun the same `ember pull` to resume")
+        return 130
+    record = result.record
+    if args.json:
+        print_json(
+            record.to_dict()
+            | {"downloaded_bytes": result.downloaded_bytes, "source": result.source}
+        )
+        return 0
+    for text in result.notes:
+        note(text)
+    where = {
+        "hub": "downloaded",
+        "ember": "already downloaded",
+        "hf-cache": "from the Hugging Face cache",
+    }
+    print(
+        f"{record.name}: {where.get(result.source, result.source)}, {human_bytes(record.size_bytes)} at {record.path}"
+    )
+    return 0

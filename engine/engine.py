@@ -1,0 +1,338 @@
+"""The Engine: owns a runner, the KV bookkeeping and the step loop; turns requests into events.
+
+step() = schedule -> KV copies and shifts -> runner.forward -> sample (or verify drafts) ->
+append -> register full blocks -> detokenize -> emit TextDelta / Finished. Single-threaded: the
+EngineThread (engine_thread.py) owns one Engine and feeds it from other threads.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from collections.abc import Sequence as Seq
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ember.engine.api import (
+    ChatMessage,
+    EngineInfo,
+    EngineOptions,
+    Event,
+    Finished,
+    GenerationRequest,
+)
+from ember.engine.block_manager import BlockManager
+from ember.engine.errors import EngineError
+from ember.engine.request_state import RequestState
+from ember.engine.runners.base import ForwardBatch, SeqStep
+from ember.engine.sampling import sample_token
+from ember.engine.scheduler import Proposer, ScheduledSeq, Scheduler, SchedulerConfig
+from ember.engine.sequence import Sequence
+from ember.engine.speculative import close_proposer, create_proposer, draft_probs, verify_sampled
+from ember.engine.streaming import SinkWindow
+
+if TYPE_CHECKING:
+    from ember.engine.prefix_store import PrefixStore
+    from ember.engine.runners.base import Runner
+
+log = logging.getLogger("ember.engine")
+
+ChatRenderer = Callable[[Seq[ChatMessage]], list[int]]
+EventSink = Callable[[Event], None]
+
+
+def pool_blocks(options: EngineOptions, kv_bytes_per_token: int, limit_tokens: int) -> int:
+    """KV pool size in blocks: from --kv-budget, else room for two full-context sequences."""
+    per_seq = -(-limit_tokens // options.block_size) + 1
+    if not options.kv_budget_bytes:
+        return 2 * per_seq
+    num_blocks = options.kv_budget_bytes // max(1, kv_bytes_per_token * options.block_size)
+    if num_blocks < per_seq:
+        need = per_seq * kv_bytes_per_token * options.block_size
+        raise EngineError(
+            f"kv budget of {options.kv_budget_bytes} bytes holds {num_blocks} blocks; one "
+            f"sequence of {limit_tokens} tokens needs {per_seq} ({need} bytes): raise --kv-budget"
+        )
+    return num_blocks
+
+
+class Engine:
+    """A loaded model plus its scheduler; call add_request() then step() until idle."""
+
+    def __init__(
+        self,
+        runner: Runner,
+        options: EngineOptions,
+        *,
+        chat: ChatRenderer | None = None,
+        prefix_store: PrefixStore | None = None,
+        proposer: Proposer | None = None,
+        model_name: str = "",
+    ) -> None:
+        self.runner = runner
+        self.options = options
+        self.tokenizer = runner.tokenizer
+        self.chat = chat
+        self.prefix_store = prefix_store if options.prefix_cache else None
+        ctx = (
+            min(options.ctx, runner.info.context_limit)
+            if runner.info.context_limit
+            else options.ctx
+        )
+        self.ctx = ctx
+        self.sink_window = SinkWindow.from_options(
+            options.sink, options.window, ctx, options.block_size
+        )
+        limit = self.sink_window.limit_tokens if self.sink_window.enabled else ctx
+        num_blocks = pool_blocks(options, runner.info.kv_bytes_per_token, limit)
+        runner.init_kv(num_blocks, options.block_size)
+        self.blocks = BlockManager(
+            num_blocks, options.block_size, enable_prefix_cache=options.prefix_cache
+        )
+        config = SchedulerConfig(
+            max_batch_seqs=options.max_batch,
+            max_batch_tokens=max(options.prefill_chunk, options.max_batch),
+            prefill_chunk=options.prefill_chunk,
+            max_seq_tokens=ctx,
+            draft_tokens=options.draft_tokens if proposer else 0,
+        )
+        self.scheduler = Scheduler(config, self.blocks, self.sink_window, proposer)
+        self.context_limit = limit
+        self.info = EngineInfo(
+            model=model_name or options.model,
+            runner=runner.info.name,
+            device=runner.info.device,
+            architecture=runner.info.architecture,
+            context_limit=limit,
+            features={
+                "sink_window": self.sink_window.enabled,
+                "prefix_cache": options.prefix_cache,
+                "prefix_store": self.prefix_store is not None,
+                "draft": proposer is not None,
+                "batching": options.max_batch > 1,
+            },
+        )
+        self._states: dict[int, RequestState] = {}  # by seq_id
+        self._seq_of_request: dict[int, int] = {}
+
+    @classmethod
+    def load(cls, options: EngineOptions) -> Engine:
+        """Resolve options.model, load its runner, chat template and disk prefix store."""
+        from ember.engine.runners.factory import load_parts
+
+        runner, chat, name = load_parts(options)
+        store = None
+        if options.prefix_cache and options.prefix_disk_bytes > 0:
+            from ember.engine.prefix_store import PrefixStore
+
+            root = options.prefix_cache_dir
+            if not root:
+                from ember.app.config import get_paths
+
+                root = str(get_paths().prefix_cache_dir)
+            store = PrefixStore(
+                Path(root),
+                model_digest=runner.info.model_digest,
+                runner=runner.info.name,
+                dtype=runner.info.dtype,
+                block_size=options.block_size,
+                max_bytes=options.prefix_disk_bytes,
+            )
+        proposer = None
+        try:
+            proposer = create_proposer(options, runner, name)
+            return cls(
+                runner, options, chat=chat, prefix_store=store, proposer=proposer, model_name=name
+            )
+        except Exception:
+            close_proposer(proposer)
+            runner.close()
+            raise
+
+    # ---- requests -------------------------------------------------------------------------
+    def encode(self, request: GenerationRequest) -> list[int]:
+        """The prompt token ids of a request (chat template, raw text or given ids)."""
+        if request.prompt_ids is not None:
+            ids = list(request.prompt_ids)
+        elif request.prompt is not None:
+            add_bos = self.tokenizer.add_bos if request.add_bos is None else request.add_bos
+            ids = self.tokenizer.encode(request.prompt, add_bos=add_bos, parse_special=True)
+        else:
+            if self.chat is None:
+                raise EngineError(f"model {self.info.model} has no chat template: use a raw prompt")
+            ids = self.chat(request.messages or ())
+        if not ids:
+            raise EngineError("request: the prompt is empty")
+        vocab = self.runner.info.vocab_size
+        if any(not 0 <= t < vocab for t in ids):
+            raise EngineError(f"request: token ids must be in [0, {vocab})")
+        return ids
+
+    def count_tokens(self, request: GenerationRequest) -> int:
+        return len(self.encode(request))
+
+    def add_request(self, request: GenerationRequest, on_event: EventSink) -> None:
+        """Queue a request; its events go to on_event (from inside step())."""
+        seq = Sequence(self.encode(request), request.sampling, request_id=request.request_id)
+        state = RequestState.create(seq, self.tokenizer, self._stop_ids(request), on_event)
+        if self.prefix_store is not None:
+            self.prefix_store.restore(seq.token_ids, self.blocks, self.runner)
+        self.scheduler.add(seq)
+        self._states[seq.seq_id] = state
+        self._seq_of_request[request.request_id] = seq.seq_id
+
+    def abort(self, request_id: int) -> None:
+        """Stop a request now: its blocks are freed before this returns."""
+        seq_id = self._seq_of_request.get(request_id)
+        if seq_id is None:
+            return
+        seq = self.scheduler.abort(seq_id)
+        if seq is not None:
+            self._complete(self._states[seq_id], "abort")
+
+    @property
+    def has_work(self) -> bool:
+        return self.scheduler.has_work
+
+    def generate(self, request: GenerationRequest) -> Iterator[Event]:
+        """Run one request to the end on this thread, yielding its events."""
+        events: list[Event] = []
+        self.add_request(request, events.append)
+        done = False
+        while not done:
+            if not self.has_work:
+                raise EngineError("engine went idle before the request finished")
+            self.step()
+            for event in events:
+                yield event
+                done = done or isinstance(event, Finished)
+            events.clear()
+
+    # ---- the step loop --------------------------------------------------------------------
+    def step(self) -> None:
+        """One scheduling round and one forward over every scheduled sequence."""
+        out = self.scheduler.schedule()
+        for seq in out.finished:
+            self._complete(self._states[seq.seq_id], seq.finish_reason or "length")
+        for seq in out.preempted:
+            self.runner.release(seq.seq_id)
+            log.info("seq %d preempted (KV pool full); it will be recomputed", seq.seq_id)
+        for copy in out.copies:
+            self.runner.copy_block(copy.src_block, copy.dst_block, copy.num_tokens)
+        for shift in out.shifts:
+            self.runner.shift_positions(shift.seq_id, shift.block_ids, shift.delta)
+        if not out.scheduled:
+            return
+        batch = ForwardBatch([self._seq_step(item) for item in out.scheduled])
+        started = time.perf_counter()
+        try:
+            logits = self.runner.forward(batch)
+        except Exception as exc:  # a runner failure ends the scheduled requests, not the engine
+            log.exception("runner forward failed")
+            for item in out.scheduled:
+                self.scheduler.finish(item.seq, "error")
+                self._complete(self._states[item.seq.seq_id], "error", f"runner failed: {exc}")
+            return
+        now = time.perf_counter()
+        for item, rows in zip(out.scheduled, logits, strict=True):
+            self._after_forward(
+                item, rows, now, (now - started) * len(item.token_ids) / batch.num_tokens
+            )
+
+    def _seq_step(self, item: ScheduledSeq) -> SeqStep:
+        seq = item.seq
+        if not seq.first_scheduled_s:
+            seq.first_scheduled_s = time.perf_counter()
+        tokens = item.token_ids
+        start = seq.num_kv_tokens  # cache index == RoPE position (re-based after eviction)
+        wants_logits = item.num_tokens == seq.num_pending
+        return SeqStep(
+            seq_id=seq.seq_id,
+            token_ids=tokens,
+            positions=list(range(start, start + len(tokens))),
+            num_cached=start,
+            block_table=list(seq.block_table),
+            num_logits=1 + len(item.draft_ids) if wants_logits else 1,
+        )
+
+    def _after_forward(
+        self, item: ScheduledSeq, rows: np.ndarray, now: float, share_s: float
+    ) -> None:
+        seq = item.seq
+        state = self._states[seq.seq_id]
+        if seq.is_prefilling:
+            seq.prefill_compute_s += share_s
+        seq.num_processed += item.num_tokens
+        if seq.num_pending:  # mid-prompt chunk: nothing to sample yet
+            self.blocks.register_full_blocks(seq)
+            return
+        samples = self._sample(seq, state, rows, item.draft_ids)
+        accepted = len(samples) - 1 if item.draft_ids else 0
+        if item.draft_ids:
+            state.drafted += len(item.draft_ids)
+            state.accepted += accepted
+            seq.num_processed += accepted  # KV of the matching drafts is already in the cache
+            self.blocks.truncate(seq, seq.num_kv_tokens)  # roll back the rejected drafts
+        if not seq.first_token_s:
+            seq.first_token_s = now
+        for token in samples:
+            seq.token_ids.append(token)
+            reason = state.accept(token)
+            if reason:
+                self.blocks.register_full_blocks(seq)
+                self._finish_running(seq, state, reason)
+                return
+        self.blocks.register_full_blocks(seq)
+
+    def _sample(
+        self, seq: Sequence, state: RequestState, rows: np.ndarray, drafts: list[int]
+    ) -> list[int]:
+        # Sample each position in turn; keep going while the sample equals the draft. For a
+        # point-mass proposer this is exact speculative sampling (accept with p(d), else a draw
+        # from p without d); greedy gives plain greedy's tokens.
+        q_rows = draft_probs(self.scheduler.proposer, seq.seq_id) if drafts else None
+        if q_rows is not None:  # sampled drafts: the min(1, p/q) rule (speculative.py)
+            return verify_sampled(rows, drafts, q_rows, seq.sampling, seq.token_ids, state.rng)
+        samples: list[int] = []
+        offset = rows.shape[0] - 1 - len(drafts)
+        for i in range(len(drafts) + 1):
+            history = seq.token_ids + samples
+            token = sample_token(rows[offset + i], seq.sampling, history, state.rng)
+            samples.append(token)
+            if i == len(drafts) or token != drafts[i]:
+                break
+        return samples
+
+    def _finish_running(self, seq: Sequence, state: RequestState, reason: str) -> None:
+        if self.prefix_store is not None:
+            try:
+                self.prefix_store.save(seq, self.blocks, self.runner)
+            except OSError as exc:
+                log.warning("prefix snapshot not saved: %s", exc)
+        self.scheduler.finish(seq, reason)
+        self._complete(state, reason)
+
+    def _complete(self, state: RequestState, reason: str, error: str = "") -> None:
+        seq = state.seq
+        self.runner.release(seq.seq_id)
+        self._states.pop(seq.seq_id, None)
+        self._seq_of_request.pop(seq.request_id, None)
+        state.finish(reason, error, self.info, self.context_limit)
+
+    def _stop_ids(self, request: GenerationRequest) -> frozenset[int]:
+        ids = set(request.sampling.stop_token_ids)
+        if not request.sampling.ignore_eos:
+            ids |= set(self.tokenizer.eot_ids)
+            if self.tokenizer.eos_id is not None:
+                ids.add(self.tokenizer.eos_id)
+        return frozenset(ids)
+
+    def close(self) -> None:
+        """Abort everything and release the runner."""
+        for state in list(self._states.values()):
+            self.abort(state.seq.request_id)
+        close_proposer(self.scheduler.proposer)
+        self.runner.close()

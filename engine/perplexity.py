@@ -1,0 +1,155 @@
+"""Perplexity of a token stream through the engine's own paged cache (`ember eval ppl`).
+
+Three ways to score, all through the same BlockManager / SinkWindow / runner path as generation:
+  windows   : independent windows of ctx tokens, each starting with BOS (llama.cpp's protocol)
+  streaming : one pass over the whole text with sink-window eviction (StreamingLLM's protocol);
+              chunk=1 feeds one token at a time as the paper does, larger chunks are faster
+  recompute : sliding window with re-computation (the paper's baseline): every `stride` tokens
+              the last `window` tokens are recomputed from scratch; stride=1 is exact
+PPL = exp(-mean log p(token_i | context)) over every scored token (the first token has no context).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ember.engine.block_manager import BlockManager
+from ember.engine.errors import EngineError
+from ember.engine.runners.base import ForwardBatch, Runner, SeqStep
+from ember.engine.sampling import log_softmax
+from ember.engine.sequence import Sequence
+from ember.engine.streaming import SinkWindow
+
+MAX_SCORE_CHUNK = 64  # logits rows per forward: (64, vocab) float32 stays small for big vocabs
+
+
+@dataclass
+class PerplexityResult:
+    """Total negative log-likelihood over the scored tokens."""
+
+    nll: float = 0.0
+    tokens: int = 0
+    evicted_tokens: int = 0
+
+    @property
+    def ppl(self) -> float:
+        return math.exp(self.nll / self.tokens) if self.tokens else float("nan")
+
+    def add(self, logits: np.ndarray, targets: list[int]) -> None:
+        rows = log_softmax(logits[: len(targets)])  # (n, vocab)
+        self.nll -= float(rows[np.arange(len(targets)), targets].sum())
+        self.tokens += len(targets)
+
+
+class Scorer:
+    """Runs one sequence at a time through a runner to score next-token log-likelihoods."""
+
+    def __init__(self, runner: Runner, blocks: BlockManager, block_size: int) -> None:
+        self.runner = runner
+        self.blocks = blocks
+        self.block_size = block_size
+
+    def score(
+        self,
+        token_ids: list[int],
+        result: PerplexityResult,
+        *,
+        sink_window: SinkWindow | None = None,
+        chunk: int = MAX_SCORE_CHUNK,
+        score_from: int = 0,
+    ) -> None:
+        """Feed token_ids in chunks; add log p(token_ids[i+1] | ...) for i + 1 >= score_from."""
+        seq = Sequence(list(token_ids))
+        chunk = max(1, min(chunk, MAX_SCORE_CHUNK))
+        if sink_window is not None and sink_window.enabled:
+            chunk = min(chunk, sink_window.max_step_tokens)
+        self.blocks.allocate(seq, 0)
+        try:
+            while seq.num_pending > 0:
+                count = min(chunk, seq.num_pending)
+                self._make_room(seq, count, sink_window)
+                start = seq.num_kv_tokens
+                step = SeqStep(
+                    seq_id=seq.seq_id,
+                    token_ids=seq.token_ids[seq.num_processed : seq.num_processed + count],
+                    positions=list(range(start, start + count)),
+                    num_cached=start,
+                    block_table=list(seq.block_table),
+                    num_logits=count,
+                )
+                (logits,) = self.runner.forward(ForwardBatch([step]))
+                first = seq.num_processed + 1  # index of the token the first row predicts
+                targets = token_ids[first : first + count]
+                skip = max(0, score_from - first)
+                if skip < len(targets):
+                    result.add(logits[skip:], targets[skip:])
+                seq.num_processed += count
+        finally:
+            result.evicted_tokens += seq.num_evicted
+            self.blocks.free(seq)
+            self.runner.release(seq.seq_id)
+
+    def _make_room(self, seq: Sequence, count: int, sink_window: SinkWindow | None) -> None:
+        if sink_window is not None and sink_window.enabled:
+            eviction = sink_window.evict(seq, count, self.blocks)
+            if eviction is not None:
+                for op in eviction.copies:
+                    self.runner.copy_block(op.src_block, op.dst_block, op.num_tokens)
+                if eviction.shift is not None:
+                    shift = eviction.shift
+                    self.runner.shift_positions(shift.seq_id, shift.block_ids, shift.delta)
+        for op in self.blocks.append(seq, count):
+            self.runner.copy_block(op.src_block, op.dst_block, op.num_tokens)
+
+
+def perplexity(
+    runner: Runner,
+    token_ids: list[int],
+    *,
+    mode: str,
+    ctx: int,
+    sink: int = 4,
+    window: int = 0,
+    chunk: int = 1,
+    stride: int = 1,
+    bos_id: int | None = None,
+    block_size: int = 16,
+) -> PerplexityResult:
+    """Score token_ids (BOS already added where the model wants it) in one of the three modes."""
+    if len(token_ids) < 2:
+        raise EngineError("perplexity needs at least two tokens")
+    limit = ctx if mode != "streaming" else SinkWindow(sink, window, block_size).limit_tokens
+    num_blocks = -(-limit // block_size) + 2
+    runner.init_kv(num_blocks, block_size)
+    scorer = Scorer(
+        runner, BlockManager(num_blocks, block_size, enable_prefix_cache=False), block_size
+    )
+    result = PerplexityResult()
+    if mode == "windows":
+        body = token_ids[1:] if bos_id is not None and token_ids[0] == bos_id else token_ids
+        head = [bos_id] if bos_id is not None else []
+        step = ctx - len(head)
+        for start in range(0, len(body), step):
+            piece = head + body[start : start + step]
+            scorer.score(piece, result)
+    elif mode == "streaming":
+        if window <= 0:
+            raise EngineError("streaming perplexity needs --window W > 0")
+        scorer.score(
+            token_ids, result, sink_window=SinkWindow(sink, window, block_size), chunk=chunk
+        )
+    elif mode == "recompute":
+        if not 0 < window <= ctx:
+            raise EngineError("recompute perplexity needs 0 < --window <= --ctx")
+        stride = max(1, min(stride, window - 1))
+        scorer.score(token_ids[:window], result)  # the first window scores every token
+        for end in range(window, len(token_ids), stride):
+            stop = min(end + stride, len(token_ids))
+            context = token_ids[stop - window : stop]
+            scorer.score(context, result, score_from=window - (stop - end))
+    else:
+        raise EngineError(f"perplexity mode {mode!r}: choose windows, streaming or recompute")
+    return result

@@ -1,0 +1,96 @@
+"""RequestState: one request's detokenizer, random generator, stop rules, counters and events."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ember.engine.api import EngineInfo, Event, Finished, Stats, TextDelta
+from ember.engine.detokenizer import Detokenizer
+from ember.engine.sampling import make_generator
+from ember.engine.sequence import Sequence
+from ember.models.tokenizer import Tokenizer
+
+
+@dataclass
+class RequestState:
+    """What the engine tracks for a request beside its Sequence."""
+
+    seq: Sequence
+    detok: Detokenizer
+    rng: np.random.Generator
+    stop_ids: frozenset[int]
+    on_event: Callable[[Event], None]
+    output_ids: list[int] = field(default_factory=list)  # generated ids, stop token excluded
+    pending_ids: list[int] = field(default_factory=list)  # ids not yet reported in a TextDelta
+    num_sampled: int = 0
+    drafted: int = 0
+    accepted: int = 0
+
+    @classmethod
+    def create(
+        cls,
+        seq: Sequence,
+        tokenizer: Tokenizer,
+        stop_ids: frozenset[int],
+        on_event: Callable[[Event], None],
+    ) -> RequestState:
+        detok = Detokenizer(tokenizer, seq.sampling.stop)
+        return cls(seq, detok, make_generator(seq.sampling.seed), stop_ids, on_event)
+
+    def accept(self, token: int) -> str | None:
+        """Take one sampled token; return a finish reason when generation must end."""
+        self.num_sampled += 1
+        if token in self.stop_ids:
+            return "stop"
+        self.output_ids.append(token)
+        self.pending_ids.append(token)
+        self._emit(self.detok.add(token))
+        if self.detok.stopped:
+            return "stop"
+        if len(self.output_ids) >= self.seq.sampling.max_tokens:
+            return "length"
+        return None
+
+    def finish(self, reason: str, error: str, info: EngineInfo, context_limit: int) -> None:
+        """Flush held text and send the Finished event with the request's Stats."""
+        seq = self.seq
+        seq.finish_s = time.perf_counter()
+        self._emit(self.detok.flush(), force=bool(self.pending_ids))
+        stats = Stats(
+            runner=info.runner,
+            device=info.device,
+            prompt_tokens=seq.num_prompt_tokens,
+            cached_tokens=seq.num_prefix_hit_tokens,
+            generated_tokens=len(self.output_ids),
+            evicted_tokens=seq.num_evicted,
+            drafted_tokens=self.drafted,
+            accepted_tokens=self.accepted,
+            context_tokens=seq.num_kv_tokens,
+            context_limit=context_limit,
+        )
+        if seq.first_token_s:
+            stats.ttft_s = seq.first_token_s - seq.arrival_s
+            computed = seq.num_prompt_tokens - seq.num_prefix_hit_tokens
+            prefill_s = seq.first_token_s - (seq.first_scheduled_s or seq.arrival_s)
+            stats.prefill_tok_s = computed / prefill_s if prefill_s > 0 else 0.0
+            decode_s = seq.finish_s - seq.first_token_s
+            if self.num_sampled > 1 and decode_s > 0:
+                stats.decode_tok_s = (self.num_sampled - 1) / decode_s
+        self.on_event(
+            Finished(
+                reason=reason,  # type: ignore[arg-type]
+                text=self.detok.output_text,
+                token_ids=tuple(self.output_ids),
+                stats=stats,
+                error=error,
+            )
+        )
+
+    def _emit(self, text: str, *, force: bool = False) -> None:
+        if text or force:
+            self.on_event(TextDelta(text, tuple(self.pending_ids)))
+            self.pending_ids = []

@@ -1,0 +1,194 @@
+"""Thin helpers over llama-cpp-python's low-level API: model and context, batches, memory ops.
+
+Everything here calls `llama_cpp.llama_*` functions directly (no `llama_cpp.Llama`), so the
+runner controls batching, positions, sequence ids and which rows produce logits.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from ember.engine.errors import EngineError
+
+
+@cache
+def lib() -> ModuleType:
+    """The llama_cpp module, imported once with its log output limited to errors."""
+    try:
+        import llama_cpp
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise EngineError(f"llama-cpp-python is not installed ({exc})") from exc
+    logging.getLogger("llama-cpp-python").setLevel(logging.ERROR)
+    llama_cpp.llama_backend_init()
+    return llama_cpp
+
+
+def physical_cores() -> int:
+    """Physical CPU cores (Linux: distinct core ids in /proc/cpuinfo), else logical ones."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return os.cpu_count() or 1
+    cores: set[tuple[str, str]] = set()
+    physical = core = ""
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "physical id":
+            physical = value.strip()
+        elif key.strip() == "core id":
+            core = value.strip()
+            cores.add((physical, core))
+    return len(cores) or os.cpu_count() or 1
+
+
+@dataclass(frozen=True)
+class ContextConfig:
+    """llama_context_params the runner sets (the rest keep llama.cpp's defaults)."""
+
+    n_ctx: int
+    n_batch: int = 512
+    n_ubatch: int = 512
+    n_seq_max: int = 64
+    n_threads: int = 0  # 0 = physical cores
+    flash_attn: bool = False
+
+
+def load_model(path: Path, gpu_layers: int, use_mmap: bool = True, use_mlock: bool = False) -> Any:
+    """llama_model_load_from_file with Ember's options; EngineError naming the file on failure."""
+    llama = lib()
+    if not path.is_file():
+        raise EngineError(f"{path}: no such GGUF file")
+    params = llama.llama_model_default_params()
+    params.n_gpu_layers = gpu_layers
+    params.use_mmap = use_mmap
+    params.use_mlock = use_mlock
+    model = llama.llama_model_load_from_file(str(path).encode(), params)
+    if not model:
+        raise EngineError(f"{path}: llama.cpp could not load this model")
+    return model
+
+
+def new_context(model: Any, config: ContextConfig) -> Any:
+    """A context with one unified KV cache shared by all sequences (cheap seq_cp)."""
+    llama = lib()
+    params = llama.llama_context_default_params()
+    threads = config.n_threads or physical_cores()
+    params.n_ctx = config.n_ctx
+    params.n_batch = config.n_batch
+    params.n_ubatch = min(config.n_ubatch, config.n_batch)
+    params.n_seq_max = config.n_seq_max
+    params.n_threads = threads
+    params.n_threads_batch = threads
+    params.kv_unified = True  # one cell pool: sharing a prefix copies no data
+    params.swa_full = True  # sliding-window layers keep every cell, so prefixes can be shared
+    params.no_perf = True
+    params.flash_attn_type = (
+        llama.LLAMA_FLASH_ATTN_TYPE_ENABLED
+        if config.flash_attn
+        else llama.LLAMA_FLASH_ATTN_TYPE_DISABLED
+    )
+    ctx = llama.llama_init_from_model(model, params)
+    if not ctx:
+        raise EngineError(f"llama.cpp could not create a context of {config.n_ctx} tokens")
+    return ctx
+
+
+class LlamaMemory:
+    """SeqMemory over a context's llama_memory_* and llama_state_seq_* functions."""
+
+    def __init__(self, ctx: Any) -> None:
+        self._llama = lib()
+        self._ctx = ctx
+        self._mem = self._llama.llama_get_memory(ctx)
+
+    def seq_rm(self, seq: int, p0: int, p1: int) -> None:
+        if not self._llama.llama_memory_seq_rm(self._mem, seq, p0, p1):
+            raise EngineError(f"llama.cpp refused to remove positions [{p0}, {p1}) of seq {seq}")
+
+    def seq_cp(self, src: int, dst: int, p0: int, p1: int) -> None:
+        self._llama.llama_memory_seq_cp(self._mem, src, dst, p0, p1)
+
+    def seq_add(self, seq: int, p0: int, p1: int, delta: int) -> None:
+        self._llama.llama_memory_seq_add(self._mem, seq, p0, p1, delta)
+
+    def pos_range(self, seq: int) -> tuple[int, int]:
+        """(lowest, highest) position held by seq; (-1, -1) when empty."""
+        mem = self._mem
+        return (
+            self._llama.llama_memory_seq_pos_min(mem, seq),
+            self._llama.llama_memory_seq_pos_max(mem, seq),
+        )
+
+    def state_get(self, seq: int) -> bytes:
+        size = self._llama.llama_state_seq_get_size(self._ctx, seq)
+        buf = (ctypes.c_uint8 * size)()
+        written = self._llama.llama_state_seq_get_data(self._ctx, buf, size, seq)
+        return bytes(buf)[:written]
+
+    def state_set(self, seq: int, data: bytes) -> None:
+        buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+        if not self._llama.llama_state_seq_set_data(self._ctx, buf, len(data), seq):
+            raise EngineError("llama.cpp rejected the KV snapshot (wrong model or no free cells)")
+
+
+class TokenBatch:
+    """A llama_batch over numpy arrays we own: filled by slices, not a Python loop per field."""
+
+    def __init__(self, capacity: int) -> None:
+        llama = lib()
+        self.capacity = capacity
+        self.token = np.zeros(capacity, dtype=np.int32)
+        self.pos = np.zeros(capacity, dtype=np.int32)
+        self.n_seq_id = np.ones(capacity, dtype=np.int32)
+        self.seq = np.zeros(capacity, dtype=np.int32)  # one seq id per token
+        self.seq_ptr = (self.seq.ctypes.data + 4 * np.arange(capacity)).astype(np.uintp)
+        self.logits = np.zeros(capacity, dtype=np.int8)
+        i32p = ctypes.POINTER(ctypes.c_int32)
+        self.batch = llama.llama_batch(
+            n_tokens=0,
+            token=self.token.ctypes.data_as(i32p),
+            embd=None,
+            pos=self.pos.ctypes.data_as(i32p),
+            n_seq_id=self.n_seq_id.ctypes.data_as(i32p),
+            seq_id=ctypes.cast(self.seq_ptr.ctypes.data, ctypes.POINTER(i32p)),
+            logits=self.logits.ctypes.data_as(ctypes.POINTER(ctypes.c_int8)),
+        )
+        self.size = 0
+
+    def clear(self) -> None:
+        self.size = 0
+
+    def add(self, seq: int, token_ids: list[int], positions: list[int], num_logits: int) -> None:
+        """Append one sequence's tokens; the last num_logits of them produce logits."""
+        start, end = self.size, self.size + len(token_ids)
+        self.token[start:end] = token_ids
+        self.pos[start:end] = positions
+        self.seq[start:end] = seq
+        self.logits[start:end] = 0
+        if num_logits:
+            self.logits[end - num_logits : end] = 1
+        self.size = end
+
+
+def decode(ctx: Any, batch: TokenBatch, n_vocab: int) -> np.ndarray:
+    """llama_decode the batch; float32 logits (num_output_rows, n_vocab), rows in batch order."""
+    llama = lib()
+    batch.batch.n_tokens = batch.size
+    code = llama.llama_decode(ctx, batch.batch)
+    if code != 0:
+        reason = {1: "no free KV cells for the batch", 2: "aborted", -1: "invalid batch"}
+        raise EngineError(f"llama_decode failed ({code}: {reason.get(code, 'fatal error')})")
+    num_rows = int(batch.logits[: batch.size].sum())
+    if not num_rows:
+        return np.zeros((0, n_vocab), dtype=np.float32)
+    ptr = llama.llama_get_logits(ctx)
+    return np.ctypeslib.as_array(ptr, shape=(num_rows, n_vocab))

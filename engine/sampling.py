@@ -1,0 +1,94 @@
+"""Next-token sampling: penalties, top-k, top-p, min-p, temperature, seeded draws (numpy).
+
+The order follows llama.cpp's default chain: penalties -> top-k -> top-p -> min-p ->
+temperature -> draw. Temperature 0 is an exact argmax of the penalized logits (lowest id on ties).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence as Seq
+
+import numpy as np
+
+from ember.engine.api import SamplingParams
+
+
+def make_generator(seed: int | None) -> np.random.Generator:
+    """A per-request random generator (seeded: the same draws every run)."""
+    return np.random.default_rng(seed)
+
+
+def apply_penalties(logits: np.ndarray, history: Seq[int], params: SamplingParams) -> np.ndarray:
+    """Repetition (llama.cpp's rule), presence and frequency penalties over the last tokens.
+
+    For each distinct token t among the last penalty_last_n ids, seen c times:
+      repetition: logit /= r if logit > 0 else logit *= r
+      then:       logit -= c * frequency_penalty + presence_penalty
+    """
+    active = params.repeat_penalty != 1.0 or params.presence_penalty or params.frequency_penalty
+    if not active or params.penalty_last_n == 0 or not history:
+        return logits
+    counts = Counter(history[-params.penalty_last_n :])
+    ids = np.fromiter((t for t in counts if 0 <= t < logits.shape[0]), dtype=np.int64)
+    if ids.size == 0:
+        return logits
+    seen = np.array([counts[int(t)] for t in ids], dtype=np.float32)
+    out = logits.copy()
+    vals = out[ids]
+    if params.repeat_penalty != 1.0:
+        vals = np.where(vals > 0, vals / params.repeat_penalty, vals * params.repeat_penalty)
+    vals = vals - seen * params.frequency_penalty - (seen > 0) * params.presence_penalty
+    out[ids] = vals
+    return out
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    z = np.exp(x - x.max())
+    return z / z.sum()
+
+
+def candidates(logits: np.ndarray, params: SamplingParams) -> tuple[np.ndarray, np.ndarray]:
+    """Token ids kept by top-k, top-p and min-p, and their logits, most likely first."""
+    vocab = logits.shape[0]
+    if 0 < params.top_k < vocab:
+        ids = np.argpartition(-logits, params.top_k - 1)[: params.top_k]
+    else:
+        ids = np.arange(vocab)
+    ids = ids[np.argsort(-logits[ids], kind="stable")]  # descending
+    kept = logits[ids]
+    if params.top_p < 1.0:
+        probs = _softmax(kept)
+        # smallest prefix whose mass reaches top_p (at least one token)
+        cut = int(np.searchsorted(np.cumsum(probs), params.top_p)) + 1
+        ids, kept = ids[:cut], kept[:cut]
+    if params.min_p > 0.0:
+        probs = _softmax(kept)
+        keep = probs >= params.min_p * probs[0]
+        ids, kept = ids[keep], kept[keep]
+    return ids, kept
+
+
+def sample_token(
+    logits: np.ndarray,
+    params: SamplingParams,
+    history: Seq[int] = (),
+    rng: np.random.Generator | None = None,
+) -> int:
+    """One next-token id from float logits of shape (vocab,)."""
+    logits = apply_penalties(np.asarray(logits, dtype=np.float32), history, params)
+    if params.temperature == 0.0:
+        return int(np.argmax(logits))
+    ids, kept = candidates(logits, params)
+    probs = _softmax(kept.astype(np.float64) / params.temperature)
+    rng = rng if rng is not None else make_generator(None)
+    # inverse-CDF draw: one uniform number per token keeps seeded runs reproducible
+    index = int(np.searchsorted(np.cumsum(probs), rng.random() * probs.sum(), side="right"))
+    return int(ids[min(index, ids.size - 1)])
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    """Row-wise log-probabilities (perplexity scoring), float64 for a stable sum."""
+    x = np.asarray(logits, dtype=np.float64)
+    shifted = x - x.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))

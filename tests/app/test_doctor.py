@@ -1,0 +1,56 @@
+"""`ember doctor`: every section present, JSON and text, failures reported not raised."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ember.app.cli import main
+from ember.app.commands import doctor
+
+
+def test_json_report_has_every_section(
+    ember_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["doctor", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert set(report) == set(doctor.PROBES)
+    assert report["ember"]["data_dir"].startswith(str(ember_home))
+    assert report["ember"]["config_file_exists"] is False
+    assert report["memory"]["ram_total_bytes"] > 0 and report["memory"]["disk_free_bytes"] > 0
+    assert report["cpu"]["logical_cores"] >= 1
+    llama = report["llama_cpp"]
+    assert llama["mmap"] is True and isinstance(llama["gpu_offload"], bool)
+    assert "backends" in llama["features"]
+    assert report["torch"]["cuda_available"] in (True, False)
+
+
+def test_text_report_and_a_broken_probe(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def broken() -> dict[str, object]:
+        raise RuntimeError("no such library")
+
+    monkeypatch.setitem(doctor.PROBES, "torch", broken)
+    assert main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    assert "torch:\n  error: RuntimeError: no such library" in out
+    assert "llama_cpp:" in out and "ram_total_bytes:" in out and " GB" in out
+
+
+def test_bad_settings_are_reported(ember_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = ember_home / "config" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('runner = "warp"\n')
+    assert main(["doctor", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)["ember"]
+    assert report["config_file_exists"] is True and "runner" in report["settings_error"]
+
+
+def test_parse_system_info() -> None:
+    text = "CPU : SSE3 = 1 | AVX2 = 1 | LLAMAFILE = 1 | CUDA : ARCHS = 890 | USE_GRAPHS = 1 |"
+    features = doctor.parse_system_info(text)
+    assert features["backends"] == "CPU,CUDA"
+    assert features["AVX2"] == "1" and features["ARCHS"] == "890"

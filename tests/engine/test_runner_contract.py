@@ -1,0 +1,172 @@
+"""One contract for every runner present: FakeRunner, llama.cpp, torch, and remote (a real
+`ember serve` on 127.0.0.1 running the starter model through llama.cpp).
+
+Each backend gets the same requests and must give: deltas then exactly one Finished whose text
+is the deltas joined; repeatable greedy output; max_tokens honoured; abort that keeps the text;
+stats naming the runner. Backends over the same model must give the same greedy text.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import threading
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+
+from ember.engine.api import (
+    Backend,
+    ChatMessage,
+    EngineOptions,
+    Finished,
+    GenerationRequest,
+    SamplingParams,
+    TextDelta,
+    load_engine,
+)
+
+QUESTION = (ChatMessage("user", "Name three colours of the rainbow."),)
+HAS_TORCH_RUNNER = importlib.util.find_spec("ember.engine.runners.torch.runner") is not None
+BACKENDS = [
+    "fake",
+    pytest.param("llama.cpp", marks=pytest.mark.model),
+    pytest.param(
+        "torch",
+        marks=[
+            pytest.mark.model,
+            pytest.mark.skipif(not HAS_TORCH_RUNNER, reason="torch runner not present"),
+        ],
+    ),
+    pytest.param("remote", marks=pytest.mark.model),
+]
+
+
+def _local(model: str, runner: str) -> Backend:
+    return load_engine(EngineOptions(model=model, runner=runner, threads=1, ctx=1024))
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[ExitStack]:
+    with ExitStack() as resources:
+        yield resources
+
+
+@pytest.fixture(scope="module")
+def backends(stack: ExitStack) -> dict[str, Backend]:
+    return {}
+
+
+@pytest.fixture
+def backend(
+    request: pytest.FixtureRequest, backends: dict[str, Backend], stack: ExitStack
+) -> Backend:
+    """The named backend, loaded once per module."""
+    name: str = request.param
+    if name not in backends:
+        if name == "fake":
+            backends[name] = _local("fake", "fake")
+        elif name == "remote":
+            backends[name] = _remote(request.getfixturevalue("starter_gguf"), backends, stack)
+        else:
+            backends[name] = _local(str(request.getfixturevalue("starter_gguf")), name)
+        stack.callback(backends[name].close)
+    return backends[name]
+
+
+def _remote(path: Path, backends: dict[str, Backend], stack: ExitStack) -> Backend:
+    """A RemoteBackend to `ember serve` serving the llama.cpp backend (shared with its tests)."""
+    from ember.app.server_pool import ModelPool
+    from ember.app.server_security import Guard
+    from ember.engine.runners.remote import RemoteBackend, RemoteConfig
+    from tests.app.server_harness import running_server
+
+    if "llama.cpp" not in backends:
+        backends["llama.cpp"] = _local(str(path), "llama.cpp")
+        stack.callback(backends["llama.cpp"].close)
+    local = backends["llama.cpp"]
+
+    class Shared:
+        """The pool closes idle backends; this one must outlive it."""
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(local, name)
+
+        def close(self) -> None:
+            pass
+
+    pool = ModelPool(lambda name: Shared(), lambda: ["starter"], default_model="starter")  # type: ignore[arg-type, return-value]
+    url = stack.enter_context(running_server(pool, Guard(bind_host="127.0.0.1")))
+    return RemoteBackend(RemoteConfig(url, "starter", read_timeout_s=60))
+
+
+def ask(max_tokens: int = 12, **kwargs: object) -> GenerationRequest:
+    sampling = SamplingParams(temperature=0.0, max_tokens=max_tokens, **kwargs)  # type: ignore[arg-type]
+    return GenerationRequest(messages=QUESTION, sampling=sampling)
+
+
+def collect(backend: Backend, request: GenerationRequest) -> tuple[list[TextDelta], Finished]:
+    deltas: list[TextDelta] = []
+    finished: list[Finished] = []
+    for event in backend.submit(request):
+        assert not finished, "an event after Finished"
+        if isinstance(event, TextDelta):
+            deltas.append(event)
+        else:
+            finished.append(event)
+    assert len(finished) == 1
+    return deltas, finished[0]
+
+
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+def test_deltas_then_one_finished_with_stats(backend: Backend) -> None:
+    deltas, done = collect(backend, ask())
+    assert done.reason in ("stop", "length") and done.error == ""
+    assert done.text == "".join(d.text for d in deltas) and done.text
+    assert done.stats.runner == backend.info.runner
+    assert 1 <= done.stats.generated_tokens <= 12
+    assert done.stats.prompt_tokens > 0
+
+
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+def test_greedy_is_repeatable_and_max_tokens_holds(backend: Backend) -> None:
+    first = collect(backend, ask())[1]
+    again = collect(backend, ask())[1]
+    assert again.text == first.text
+    short = collect(backend, ask(max_tokens=3, ignore_eos=True))[1]
+    assert short.reason == "length" and short.stats.generated_tokens == 3
+    assert first.text.startswith(short.text)
+
+
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+def test_abort_keeps_the_text_so_far(backend: Backend) -> None:
+    handle = backend.submit(ask(max_tokens=400, ignore_eos=True))
+    seen: list[str] = []
+    done: Finished | None = None
+    for event in handle:
+        if isinstance(event, TextDelta):
+            seen.append(event.text)
+            if len(seen) == 1:
+                threading.Thread(target=handle.abort).start()
+        else:
+            done = event
+    assert done is not None and done.reason == "abort"
+    assert done.text.startswith("".join(seen)) and done.stats.generated_tokens < 400
+
+
+@pytest.mark.model
+def test_same_model_same_text_on_every_runner(
+    backends: dict[str, Backend], stack: ExitStack, starter_gguf: Path
+) -> None:
+    names = ["llama.cpp", "remote", *(["torch"] if HAS_TORCH_RUNNER else [])]
+    texts = {}
+    for name in names:
+        if name not in backends:
+            if name == "remote":
+                backends[name] = _remote(starter_gguf, backends, stack)
+            else:
+                backends[name] = _local(str(starter_gguf), name)
+            stack.callback(backends[name].close)
+        texts[name] = collect(backends[name], ask(max_tokens=8))[1].text
+    assert len(set(texts.values())) == 1, texts

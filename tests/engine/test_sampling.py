@@ -1,0 +1,75 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ember.engine.api import SamplingParams
+from ember.engine.sampling import (
+    apply_penalties,
+    candidates,
+    log_softmax,
+    make_generator,
+    sample_token,
+)
+
+
+def _logits() -> np.ndarray:
+    return np.array([1.0, 3.0, 2.0, -1.0, 0.5, 2.9], dtype=np.float32)
+
+
+def test_temperature_zero_is_exact_argmax() -> None:
+    assert sample_token(_logits(), SamplingParams(temperature=0.0)) == 1
+    ties = np.array([0.0, 5.0, 5.0], dtype=np.float32)
+    assert sample_token(ties, SamplingParams()) == 1  # lowest id wins a tie
+
+
+def test_repetition_penalty_follows_llama_cpp_rule() -> None:
+    params = SamplingParams(repeat_penalty=2.0)
+    out = apply_penalties(_logits(), [1, 3], params)
+    assert out[1] == pytest.approx(1.5)  # positive: divided
+    assert out[3] == pytest.approx(-2.0)  # negative: multiplied
+    assert out[2] == pytest.approx(2.0)  # untouched
+    assert sample_token(_logits(), params, history=[1]) == 5  # greedy sees the penalty
+
+
+def test_presence_frequency_and_last_n_window() -> None:
+    params = SamplingParams(presence_penalty=0.5, frequency_penalty=0.25, penalty_last_n=3)
+    out = apply_penalties(_logits(), [2, 2, 2, 4, 4], params)
+    assert out[2] == pytest.approx(2.0 - 0.25 - 0.5)  # only one 2 inside the last 3
+    assert out[4] == pytest.approx(0.5 - 0.5 - 0.5)
+    assert apply_penalties(_logits(), [1], SamplingParams()) is not None
+
+
+def test_top_k_top_p_min_p_filters() -> None:
+    ids, _ = candidates(_logits(), SamplingParams(temperature=1.0, top_k=2))
+    assert list(ids) == [1, 5]
+    probs = np.exp(_logits()) / np.exp(_logits()).sum()
+    ids, _ = candidates(_logits(), SamplingParams(temperature=1.0, top_p=0.5))
+    assert probs[ids].sum() >= 0.5 and probs[ids[:-1]].sum() < 0.5
+    ids, _ = candidates(_logits(), SamplingParams(temperature=1.0, min_p=0.3))
+    assert set(ids) == {i for i in range(6) if probs[i] >= 0.3 * probs.max()}
+
+
+def test_seed_reproducible_and_distribution_matches() -> None:
+    params = SamplingParams(temperature=1.0, seed=7)
+    a = [sample_token(_logits(), params, rng=make_generator(7)) for _ in range(3)]
+    b = [sample_token(_logits(), params, rng=make_generator(7)) for _ in range(3)]
+    assert a == b
+    rng = make_generator(0)
+    draws = np.bincount(
+        [sample_token(_logits(), SamplingParams(temperature=1.0), rng=rng) for _ in range(4000)],
+        minlength=6,
+    )
+    expected = np.exp(_logits()) / np.exp(_logits()).sum()
+    assert np.abs(draws / 4000 - expected).max() < 0.03
+
+
+def test_temperature_sharpens() -> None:
+    rng = make_generator(1)
+    cold = [sample_token(_logits(), SamplingParams(temperature=0.01), rng=rng) for _ in range(200)]
+    assert cold.count(1) == 200  # 3.0 vs 2.9 at T=0.01: odds e^10
+
+
+def test_log_softmax_rows_sum_to_one() -> None:
+    rows = log_softmax(np.stack([_logits(), _logits() * 2]))
+    assert np.allclose(np.exp(rows).sum(axis=-1), 1.0)
