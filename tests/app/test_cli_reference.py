@@ -1,0 +1,25 @@
+"""The README's CLI reference is the real --help output (regenerate: python -m ember.app.cli_reference --write)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ember.app.cli_reference import END, START, render, splice
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def test_readme_cli_reference_is_current() -> None:
+    text = README.read_text(encoding="utf-8")
+    assert START in text and END in text
+    assert splice(text, render()) == text, "run: python -m ember.app.cli_reference --write"
+
+
+def test_reference_covers_every_subcommand() -> None:
+    from ember.app.cli import build_parser
+
+    reference = render()
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    for name in sub.choices:  # type: ignore[attr-defined]
+        assert f"$ ember {name} --help" in reference
