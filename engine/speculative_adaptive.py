@@ -102,7 +102,7 @@ class AdaptiveDraftLength:
         if track is not None:
             self._measure(seq, track, now)
         if not self.enabled:
-            return limit
+            return min(limit, self.max_tokens)
         best = self._best(self.rate(seq.seq_id), min(limit, self.max_tokens))
         if best > 0:
             self._off_steps = 0
