@@ -68,8 +68,15 @@ DEQUANTIZERS: dict[GGMLQuantizationType, BlockFn] = {
 
 SUPPORTED_TYPES: tuple[GGMLQuantizationType, ...] = tuple(DEQUANTIZERS)
 
-# Blocks dequantized per step: bounds the temporaries (a few times 4 bytes per element).
-_CHUNK_ELEMENTS = 1 << 20
+# Elements processed per step: the float temporaries (1 MB each) stay in the L2 cache, which
+# measured 2x faster than 4 MB chunks; it also bounds the extra memory.
+CHUNK_ELEMENTS = 1 << 18
+
+
+def chunk_rows(cols: int, multiple: int = 1) -> int:
+    """Rows per step for rows of `cols` elements: about CHUNK_ELEMENTS, a multiple of `multiple`."""
+    rows = max(1, CHUNK_ELEMENTS // max(cols, 1))
+    return max(multiple, rows // multiple * multiple)
 
 
 def block_layout(qtype: GGMLQuantizationType) -> tuple[int, int]:
@@ -108,8 +115,8 @@ def row_layout(qtype: GGMLQuantizationType, shape: Sequence[int]) -> tuple[int, 
     return rows, cols, cols // block_elements * block_bytes
 
 
-def _blocks_of(raw: Any, qtype: GGMLQuantizationType, shape: Sequence[int]) -> torch.Tensor:
-    """raw bytes -> uint8 (rows, bytes per row), checking the byte count."""
+def byte_rows(raw: Any, qtype: GGMLQuantizationType, shape: Sequence[int]) -> torch.Tensor:
+    """raw bytes -> uint8 (rows, bytes per row) sharing memory, checking the byte count."""
     rows, _, row_bytes = row_layout(qtype, shape)
     data = as_uint8_tensor(raw)
     if data.numel() != rows * row_bytes:
@@ -126,7 +133,7 @@ def _dequantize_rows_into(
     fn = DEQUANTIZERS[qtype]
     block_elements, block_bytes = GGML_QUANT_SIZES[qtype]
     cols = out.shape[1]
-    step = max(1, _CHUNK_ELEMENTS // max(cols, 1))
+    step = chunk_rows(cols)
     for start in range(0, rows.shape[0], step):
         chunk = rows[start : start + step]
         blocks = chunk.reshape(-1, block_bytes)
@@ -136,7 +143,7 @@ def _dequantize_rows_into(
 
 def dequantize(raw: Any, qtype: GGMLQuantizationType, shape: Sequence[int]) -> torch.Tensor:
     """Dequantize a whole GGUF tensor to float32 of `shape` (numpy order, cols = ne0 last)."""
-    rows = _blocks_of(raw, qtype, shape)
+    rows = byte_rows(raw, qtype, shape)
     out = torch.empty(rows.shape[0], int(shape[-1]), dtype=torch.float32)
     return _dequantize_rows_into(out, rows, qtype).view(*(int(s) for s in shape))
 
@@ -145,7 +152,7 @@ def dequantize_rows(
     raw: Any, qtype: GGMLQuantizationType, shape: Sequence[int], row_ids: Any
 ) -> torch.Tensor:
     """Dequantize only rows `row_ids` of a (rows, cols) GGUF tensor -> float32 (len(ids), cols)."""
-    rows = _blocks_of(raw, qtype, shape)
+    rows = byte_rows(raw, qtype, shape)
     ids = torch.as_tensor(row_ids, dtype=torch.int64).reshape(-1)
     if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= rows.shape[0]):
         raise ModelFileError(
@@ -158,7 +165,7 @@ def dequantize_rows(
 
 def __getattr__(name: str) -> Any:
     """Re-export the repacking API lazily (it is a separate module to keep files small)."""
-    if name in ("repack", "matmul", "auto_target", "PackedWeight"):
+    if name in ("repack", "matmul", "auto_target", "PackedWeight", "packed_to_float"):
         from ember.models import quants_repack
 
         return getattr(quants_repack, name)
@@ -170,6 +177,8 @@ __all__ = [
     "SUPPORTED_TYPES",
     "PackedWeight",
     "block_layout",
+    "byte_rows",
+    "chunk_rows",
     "dequantize",
     "dequantize_rows",
     "row_layout",

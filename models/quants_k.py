@@ -52,17 +52,22 @@ def dequant_q4_k(blocks: torch.Tensor) -> torch.Tensor:
     return (a * q.to(torch.float32) + b).reshape(-1, QK_K)
 
 
-def dequant_q5_k(blocks: torch.Tensor) -> torch.Tensor:
-    """Q5_K (d, dmin, scales[12], qh[32], qs[128]): like Q4_K with bit 4 of sub-block j in qh bit j."""
+def affine_q5_k(blocks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Q5_K as (u 0..31 (n, 8, 32), a, b (n, 8, 1)): w = u (d sc_j) - dmin m_j, like Q4_K."""
     n = blocks.shape[0]
     d, dmin = f16_at(blocks, 0), f16_at(blocks, 2)
     sc, mn = scale_min_k4(blocks[:, 4:16])
     a = (d * sc.to(torch.float32)).view(n, 8, 1)
-    b = (dmin * mn.to(torch.float32)).view(n, 8, 1)
+    b = -(dmin * mn.to(torch.float32)).view(n, 8, 1)
     ql = _shift_out(blocks[:, 48:176].reshape(n, 4, 32), (0, 4), 0x0F).reshape(n, 8, 32)
     qh = _shift_out(blocks[:, 16:48].reshape(n, 1, 32), tuple(range(8)), 1).reshape(n, 8, 32)
-    q = (ql | (qh << 4)).to(torch.float32)
-    return (a * q - b).reshape(n, QK_K)
+    return ql | (qh << 4), a, b
+
+
+def dequant_q5_k(blocks: torch.Tensor) -> torch.Tensor:
+    """Q5_K (d, dmin, scales[12], qh[32], qs[128]): like Q4_K with bit 4 of sub-block j in qh bit j."""
+    u, a, b = affine_q5_k(blocks)
+    return (a * u.to(torch.float32) + b).reshape(-1, QK_K)
 
 
 def dequant_q6_k(blocks: torch.Tensor) -> torch.Tensor:

@@ -52,6 +52,24 @@ def affine_q4_1(blocks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch
     return low_high_nibbles(blocks[:, 4:20]), f16_at(blocks, 0), f16_at(blocks, 2)
 
 
+def affine_q5_0(blocks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Q5_0 as (u 0..31, a, b): w = (u - 16) d = u d + (-16 d)."""
+    d = f16_at(blocks, 0)
+    return _q5_values(blocks[:, 2:6], blocks[:, 6:22]), d, -16.0 * d
+
+
+def affine_q5_1(blocks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Q5_1 as (u 0..31, a, b): w = u d + m."""
+    return _q5_values(blocks[:, 4:8], blocks[:, 8:24]), f16_at(blocks, 0), f16_at(blocks, 2)
+
+
+def affine_q8_0(blocks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Q8_0 as (u 0..255, a, b): w = q d with q = u - 128, so a = d, b = -128 d."""
+    d = f16_at(blocks, 0)
+    q = blocks[:, 2:34].contiguous().view(torch.int8)
+    return (q.to(torch.int16) + 128).to(torch.uint8), d, -128.0 * d
+
+
 def dequant_q4_0(blocks: torch.Tensor) -> torch.Tensor:
     # d * (q - 8), not q*d - 8d: equal values, but only this gives -0.0 where the reference does.
     d = f16_at(blocks, 0)

@@ -4,14 +4,19 @@ API (the runner's QuantLinear builds on it):
     auto_target(qtype) -> "int4" | "int8" | "bf16"     the DESIGN mapping
     repack(raw, qtype, shape, target="auto", device="cpu", dtype=torch.bfloat16) -> PackedWeight
     matmul(x, packed) -> x @ W.T                        x (..., in_features) -> (..., out_features)
+    packed_to_float(packed) -> float32 (out, in)        the weights it stands for (checks only)
 
-`shape` is (out_features, in_features) in numpy order, as for `quants.dequantize`.
+`shape` is (out_features, in_features) in numpy order, as for `quants.dequantize`; `raw` is the
+GGUF bytes (numpy or torch). A float torch tensor works too (its bytes, with qtype F32/F16/BF16):
+that is the on-load quantization of safetensors weights.
 Kinds:
     int4: weight is torch's packed int4 (CPU: `_convert_weight_to_int4pack_for_cpu` of int32
           (N, K) values 0..15 -> uint8 (N, K/2); CUDA/MPS: `_convert_weight_to_int4pack` of uint8
           (N, K/2), the even column in the high nibble, with inner_k_tiles), scales_and_zeros
           (K/32, N, 2) in `dtype`, meaning w = (q - 8) * scale + zero (see quants_int4).
     int8: weight int8 (N, K), scales (N,) in `dtype`: w = q * scale[n] (per output channel).
+    int4x2: two int4 weights added (this one and `residual`): exact for Q5_0/Q5_1/Q5_K/Q8_0 up
+          to bf16 scale rounding, 1.25 bytes per weight, two int4 matmuls (see quants_int4).
     bf16: weight (N, K) in `dtype`.
 The activation dtype of `matmul` follows `dtype` (x is cast to it, the result cast back).
 """
@@ -25,11 +30,12 @@ import torch
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from ember.models.errors import ModelFileError
-from ember.models.quants import DEQUANTIZERS, _blocks_of, dequantize, row_layout
-from ember.models.quants_int4 import GROUP_SIZE, int4_groups
+from ember.models.quants import DEQUANTIZERS, byte_rows, chunk_rows, dequantize, row_layout
+from ember.models.quants_int4 import GROUP_SIZE, int4_groups, int4x2_groups
+from ember.models.quants_int4pack import pack_rows
 
-Kind = Literal["int4", "int8", "bf16"]
-Target = Literal["int4", "int8", "bf16", "auto"]
+Kind = Literal["int4", "int4x2", "int8", "bf16"]
+Target = Literal["int4", "int4x2", "int8", "bf16", "auto"]
 T = GGMLQuantizationType
 
 _AUTO: dict[GGMLQuantizationType, Kind] = {
@@ -39,11 +45,6 @@ _AUTO: dict[GGMLQuantizationType, Kind] = {
     **dict.fromkeys((T.Q2_K, T.Q3_K), "int4"),
     **dict.fromkeys((T.F32, T.F16, T.BF16), "bf16"),
 }
-
-# Rows repacked per step (a multiple of 64: the CPU int4 layout packs rows in blocks of 64).
-CHUNK_ROWS = 4096
-# Output rows must be a multiple of this for the int4 ops (CPU 16, CUDA 8); we pad with zeros.
-_ROW_MULTIPLE = 16
 
 
 @dataclass(frozen=True)
@@ -57,18 +58,20 @@ class PackedWeight:
     scales_and_zeros: torch.Tensor | None = None  # int4: (K/group, N_padded, 2)
     scales: torch.Tensor | None = None  # int8: (N,)
     group_size: int = GROUP_SIZE
+    residual: PackedWeight | None = None  # int4x2: the low int4 part, added to this one
 
     @property
     def dtype(self) -> torch.dtype:
         """The activation (and scale) dtype this weight runs with."""
-        ref = self.scales_and_zeros if self.kind == "int4" else self.scales
+        ref = self.scales_and_zeros if self.kind in ("int4", "int4x2") else self.scales
         return (ref if ref is not None else self.weight).dtype
 
     @property
     def nbytes(self) -> int:
         """Bytes held by the packed tensors."""
         parts = (self.weight, self.scales_and_zeros, self.scales)
-        return sum(p.numel() * p.element_size() for p in parts if p is not None)
+        own = sum(p.numel() * p.element_size() for p in parts if p is not None)
+        return own + (self.residual.nbytes if self.residual is not None else 0)
 
 
 def auto_target(qtype: GGMLQuantizationType) -> Kind:
@@ -92,55 +95,38 @@ def repack(
         raise ModelFileError(f"a linear weight must be 2-D, got shape {tuple(shape)}")
     kind = auto_target(qtype) if target == "auto" else target
     dev = torch.device(device)
-    if kind == "int4":
-        return _repack_int4(raw, qtype, shape, dev, dtype)
+    if kind in ("int4", "int4x2"):
+        return _repack_int4(raw, qtype, shape, dev, dtype, two_parts=kind == "int4x2")
     if kind == "int8":
         return _repack_int8(raw, qtype, shape, dev, dtype)
     if kind == "bf16":
         w = dequantize(raw, qtype, shape).to(dtype)
         return PackedWeight("bf16", int(shape[0]), int(shape[1]), w.to(dev))
-    raise ModelFileError(f"unknown repack target {target!r}: use int4, int8, bf16 or auto")
-
-
-def _inner_k_tiles(in_features: int) -> int:
-    """The largest inner_k_tiles (8, 4, 2) the CUDA layout allows: K % (tiles * 16) == 0."""
-    return next(t for t in (8, 4, 2) if in_features % (t * 16) == 0)
-
-
-def _pack_int4(q: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """int32 (N, K) values 0..15 -> torch's packed int4 weight for `device`."""
-    if device.type == "cpu":
-        return torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1)
-    pairs = ((q[:, ::2] << 4) | q[:, 1::2]).to(torch.uint8)  # (N, K/2), even column high
-    return torch.ops.aten._convert_weight_to_int4pack(pairs.to(device), _inner_k_tiles(q.shape[1]))
+    raise ModelFileError(f"unknown repack target {target!r}: use int4, int4x2, int8, bf16 or auto")
 
 
 def _repack_int4(
-    raw: Any, qtype: GGMLQuantizationType, shape: Any, device: torch.device, dtype: torch.dtype
+    raw: Any,
+    qtype: GGMLQuantizationType,
+    shape: Any,
+    device: torch.device,
+    dtype: torch.dtype,
+    two_parts: bool,
 ) -> PackedWeight:
     rows, cols, _ = row_layout(qtype, shape)
-    if cols % GROUP_SIZE:
-        raise ModelFileError(f"int4 needs in_features divisible by {GROUP_SIZE}, got {cols}")
-    data = _blocks_of(raw, qtype, shape)  # (rows, bytes per row)
-    padded = -(-rows // _ROW_MULTIPLE) * _ROW_MULTIPLE
-    groups_per_row = cols // GROUP_SIZE
-    packed, sz = [], torch.empty(padded, groups_per_row, 2, dtype=dtype)
-    sz[rows:] = 0  # padding rows: scale 0, zero 0 -> weight 0
-    for start in range(0, padded, CHUNK_ROWS):
-        stop = min(start + CHUNK_ROWS, padded)
-        q = torch.full((stop - start, cols), 8, dtype=torch.int32)
-        if start < rows:
-            real = min(stop, rows) - start
-            chunk = data[start : start + real]
-            blocks = _split_blocks(chunk, qtype)
-            gq, scale, zero = int4_groups(qtype, blocks, DEQUANTIZERS[qtype], dtype)
-            q[:real] = gq.view(real, cols)
-            sz[start : start + real, :, 0] = scale.view(real, groups_per_row)
-            sz[start : start + real, :, 1] = zero.view(real, groups_per_row)
-        packed.append(_pack_int4(q, device))
-    weight = torch.cat(packed) if len(packed) > 1 else packed[0]
-    sz_t = sz.transpose(0, 1).contiguous().to(device)  # (K/32, N_padded, 2)
-    return PackedWeight("int4", rows, cols, weight, scales_and_zeros=sz_t)
+    data = byte_rows(raw, qtype, shape)  # (rows, bytes per row)
+    deq = DEQUANTIZERS[qtype]
+    if two_parts:
+        parts = pack_rows(
+            data, qtype, cols, lambda b: int4x2_groups(qtype, b, deq, dtype), 2, device, dtype
+        )
+        (w_hi, sz_hi), (w_lo, sz_lo) = parts
+        lo = PackedWeight("int4", rows, cols, w_lo, scales_and_zeros=sz_lo)
+        return PackedWeight("int4x2", rows, cols, w_hi, scales_and_zeros=sz_hi, residual=lo)
+    ((weight, sz),) = pack_rows(
+        data, qtype, cols, lambda b: (int4_groups(qtype, b, deq, dtype),), 1, device, dtype
+    )
+    return PackedWeight("int4", rows, cols, weight, scales_and_zeros=sz)
 
 
 def _split_blocks(chunk: torch.Tensor, qtype: GGMLQuantizationType) -> torch.Tensor:
@@ -153,15 +139,18 @@ def _repack_int8(
 ) -> PackedWeight:
     # Per output channel: s = max|w| / 127 (rounded to dtype first), q = round(w / s).
     rows, cols, _ = row_layout(qtype, shape)
-    data = _blocks_of(raw, qtype, shape)
+    data = byte_rows(raw, qtype, shape)
     weight = torch.empty(rows, cols, dtype=torch.int8)
     scales = torch.empty(rows, dtype=dtype)
-    for start in range(0, rows, CHUNK_ROWS):
-        chunk = data[start : start + CHUNK_ROWS]
+    step = chunk_rows(cols)
+    for start in range(0, rows, step):
+        chunk = data[start : start + step]
         w = DEQUANTIZERS[qtype](_split_blocks(chunk, qtype)).view(chunk.shape[0], cols)
-        s = (w.abs().amax(dim=1) / 127.0).to(dtype)
+        # amax and amin: each far faster than one aminmax(dim=1) on torch 2.13 CPU.
+        s = (torch.maximum(w.amax(dim=1), -w.amin(dim=1)) / 127.0).to(dtype)  # (R,)
         s32 = s.to(torch.float32).unsqueeze(1)
-        q = torch.round(w / torch.where(s32 == 0, 1.0, s32)).clamp_(-128, 127)
+        inv = torch.where(s32 == 0, 0.0, 1.0 / s32)
+        q = w.mul_(inv).round_().clamp_(-128, 127)  # in place: w is a temporary
         weight[start : start + chunk.shape[0]] = q.to(torch.int8)
         scales[start : start + chunk.shape[0]] = s
     return PackedWeight("int8", rows, cols, weight.to(device), scales=scales.to(device))
@@ -172,18 +161,23 @@ def _has_kernel(op: str, device: torch.device) -> bool:
     return bool(torch._C._dispatch_has_kernel_for_dispatch_key(op, key))
 
 
+def _int4_mm(x2: torch.Tensor, packed: PackedWeight) -> torch.Tensor:
+    """(M, K) @ an int4 weight -> (M, N_padded)."""
+    if x2.device.type == "cpu":
+        op = torch.ops.aten._weight_int4pack_mm_for_cpu
+    else:
+        op = torch.ops.aten._weight_int4pack_mm
+    return op(x2, packed.weight, packed.group_size, packed.scales_and_zeros)
+
+
 def matmul(x: torch.Tensor, packed: PackedWeight) -> torch.Tensor:
     """x (..., in_features) @ W.T -> (..., out_features), in x's dtype, with the packed op."""
     lead = x.shape[:-1]
     x2 = x.reshape(-1, packed.in_features).to(packed.dtype).contiguous()  # (M, K)
-    if packed.kind == "int4":
-        sz = packed.scales_and_zeros
-        if x2.device.type == "cpu":
-            out = torch.ops.aten._weight_int4pack_mm_for_cpu(
-                x2, packed.weight, packed.group_size, sz
-            )
-        else:
-            out = torch.ops.aten._weight_int4pack_mm(x2, packed.weight, packed.group_size, sz)
+    if packed.kind in ("int4", "int4x2"):
+        out = _int4_mm(x2, packed)
+        if packed.residual is not None:
+            out = out + _int4_mm(x2, packed.residual)
         if out.shape[1] != packed.out_features:
             out = out[:, : packed.out_features]
     elif packed.kind == "int8":
@@ -207,9 +201,9 @@ def packed_to_float(packed: PackedWeight) -> torch.Tensor:
     assert packed.scales_and_zeros is not None
     # Multiply the identity in float32 with float32 copies of the scales: exact (q - 8) s + z.
     eye = torch.eye(packed.in_features, dtype=torch.float32, device=packed.weight.device)
-    sz = packed.scales_and_zeros.to(torch.float32)
-    if eye.device.type == "cpu":
-        wt = torch.ops.aten._weight_int4pack_mm_for_cpu(eye, packed.weight, packed.group_size, sz)
-    else:
-        wt = torch.ops.aten._weight_int4pack_mm(eye, packed.weight, packed.group_size, sz)
-    return wt[:, : packed.out_features].T.contiguous()
+    as_f32 = PackedWeight(
+        "int4", packed.out_features, packed.in_features, packed.weight,
+        scales_and_zeros=packed.scales_and_zeros.to(torch.float32),
+    )  # fmt: skip
+    w = _int4_mm(eye, as_f32)[:, : packed.out_features].T.contiguous()
+    return w + packed_to_float(packed.residual) if packed.residual is not None else w

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
+import pytest
+import torch
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
 T = GGMLQuantizationType
@@ -43,3 +47,12 @@ def random_tensor(
         values = (rng.standard_normal(n_blocks) * scale).astype(np.float16)
         blocks[:, offset : offset + 2] = values.view(np.uint8).reshape(n_blocks, 2)
     return blocks.reshape(rows, -1)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_torch_thread() -> Iterator[None]:
+    """These tensors are small: one thread avoids OpenMP barrier stalls on a busy 2-core box."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

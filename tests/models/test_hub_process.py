@@ -59,12 +59,14 @@ def _part(ember_home: Path) -> Path:
 
 
 def _wait_part_size(proc: subprocess.Popen[str], part: Path, size: int) -> None:
-    """Wait until the pulling process has written `size` bytes to its .part file."""
-    done = threading.Event()
-    while not done.wait(0.02):
+    """Wait (up to 2 minutes) until the pulling process has written `size` bytes to its .part."""
+    tick = threading.Event()
+    for _ in range(6000):
         assert proc.poll() is None, proc.communicate()
         if part.exists() and part.stat().st_size >= size:
             return
+        tick.wait(0.02)
+    raise AssertionError(f"{part} did not reach {size} bytes")
 
 
 def _stall_at_half(hub: HubServer, data: bytes) -> None:

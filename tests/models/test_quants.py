@@ -9,9 +9,11 @@ from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 from gguf import quants as gguf_quants
 
 from ember.models.errors import ModelFileError
+from ember.models.gguf import GGUFTensor, open_gguf
 from ember.models.quants import SUPPORTED_TYPES, dequantize, dequantize_rows
-from tests.models.gguf_tensors import RawTensor, read_tensors
-from tests.models.quant_blocks import random_tensor
+from tests.models.quant_blocks import one_torch_thread, random_tensor
+
+__all__ = ["one_torch_thread"]  # the autouse fixture applies to this module
 
 T = GGMLQuantizationType
 ALL_TYPES = [
@@ -61,7 +63,7 @@ def test_chunked_dequantize_equals_unchunked(monkeypatch: pytest.MonkeyPatch) ->
 
     raw = random_tensor(T.Q6_K, 33, 512, seed=3)
     whole = dequantize(raw, T.Q6_K, (33, 512)).numpy()
-    monkeypatch.setattr(quants, "_CHUNK_ELEMENTS", 1024)  # two rows per chunk
+    monkeypatch.setattr(quants, "CHUNK_ELEMENTS", 1024)  # two rows per chunk
     assert _same_bits(dequantize(raw, T.Q6_K, (33, 512)).numpy(), whole)
 
 
@@ -127,28 +129,26 @@ def test_dequantize_rows_reads_only_those_rows(tmp_path) -> None:
 
 
 @pytest.fixture(scope="module")
-def starter_tensors(starter_gguf) -> dict[str, RawTensor]:
-    return read_tensors(starter_gguf)
+def starter_tensors(starter_gguf) -> dict[str, GGUFTensor]:
+    return open_gguf(starter_gguf).tensors
 
 
 @pytest.mark.model
-def test_real_tensors_are_bit_exact(starter_tensors: dict[str, RawTensor]) -> None:
-    by_type: dict[GGMLQuantizationType, RawTensor] = {}
+def test_real_tensors_are_bit_exact(starter_tensors: dict[str, GGUFTensor]) -> None:
+    by_type: dict[GGMLQuantizationType, GGUFTensor] = {}
     for tensor in starter_tensors.values():  # the first of each type, but not the huge embedding
         if tensor.name != "token_embd.weight":
             by_type.setdefault(tensor.qtype, tensor)
     assert {T.F32, T.Q4_K, T.Q5_0, T.Q6_K, T.Q8_0} <= set(by_type)
     for qtype, tensor in by_type.items():
-        shape = tensor.shape if len(tensor.shape) == 2 else (1, tensor.shape[0])
-        ref = gguf_quants.dequantize(tensor.data, qtype).reshape(shape)
-        assert _same_bits(dequantize(tensor.data, qtype, shape).numpy(), ref), qtype.name
+        ref = gguf_quants.dequantize(tensor.data, qtype).reshape(tensor.shape)
+        assert _same_bits(dequantize(tensor.raw, qtype, tensor.shape).numpy(), ref), qtype.name
 
 
 @pytest.mark.model
-def test_real_embedding_rows(starter_tensors: dict[str, RawTensor]) -> None:
+def test_real_embedding_rows(starter_tensors: dict[str, GGUFTensor]) -> None:
     emb = starter_tensors["token_embd.weight"]
-    rows = emb.data.reshape(emb.shape[0], -1)
     ids = [0, 2, 106, 107, 1000, emb.shape[0] - 1]
-    ref = gguf_quants.dequantize(rows[ids], emb.qtype)
-    got = dequantize_rows(emb.data, emb.qtype, emb.shape, ids)
+    ref = gguf_quants.dequantize(emb.data[ids], emb.qtype)
+    got = dequantize_rows(emb.raw, emb.qtype, emb.shape, ids)
     assert _same_bits(got.numpy(), ref)

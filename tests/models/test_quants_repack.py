@@ -20,9 +20,11 @@ import torch
 from gguf import GGMLQuantizationType
 from gguf import quants as gguf_quants
 
-from ember.models import quants_repack
+from ember.models import quants
 from ember.models.errors import ModelFileError
+from ember.models.gguf import open_gguf
 from ember.models.quants import dequantize
+from ember.models.quants_int4pack import pack_int4
 from ember.models.quants_repack import (
     PackedWeight,
     auto_target,
@@ -30,8 +32,9 @@ from ember.models.quants_repack import (
     packed_to_float,
     repack,
 )
-from tests.models.gguf_tensors import RawTensor, read_tensors
-from tests.models.quant_blocks import random_tensor
+from tests.models.quant_blocks import one_torch_thread, random_tensor
+
+__all__ = ["one_torch_thread"]  # the autouse fixture applies to this module
 
 T = GGMLQuantizationType
 U = 2.0**-8
@@ -68,14 +71,18 @@ def _weight_bound(packed: PackedWeight, w: torch.Tensor) -> torch.Tensor:
     return U * w.abs() * SLACK
 
 
-def _check_matmul(packed: PackedWeight, w: torch.Tensor, weight_bound: torch.Tensor) -> None:
+def _check_matmul(
+    packed: PackedWeight, w: torch.Tensor, weight_bound: torch.Tensor, output_roundings: int = 1
+) -> None:
     x = torch.randn(5, w.shape[1], generator=torch.Generator().manual_seed(0))
     w_packed = packed_to_float(packed)
     y = matmul(x, packed)
     assert y.dtype == torch.float32 and tuple(y.shape) == (5, w.shape[0])
     y_ref = x @ w.T
     y_packed = x.to(torch.bfloat16).to(torch.float32) @ w_packed.T
-    bound = U * y_packed.abs() + U * (x.abs() @ w_packed.abs().T) + x.abs() @ weight_bound.T
+    # int4x2 rounds each part's output to bf16, then their sum: bounded by U per |x| |W'| term.
+    out_terms = U * y_packed.abs() + (output_roundings - 1) * U * (x.abs() @ w_packed.abs().T)
+    bound = out_terms + U * (x.abs() @ w_packed.abs().T) + x.abs() @ weight_bound.T
     excess = (y - y_ref).abs() - bound * SLACK
     assert excess.max() <= 0, f"matmul error exceeds its bound by {excess.max():.3g}"
 
@@ -87,7 +94,7 @@ def test_int4_convention_is_q_minus_8_times_scale_plus_zero() -> None:
     q = torch.randint(0, 16, (n, k), dtype=torch.int32, generator=gen)
     scale = torch.rand(k // 32, n, generator=gen) + 0.5
     zero = torch.randn(k // 32, n, generator=gen)
-    weight = quants_repack._pack_int4(q, torch.device("cpu"))
+    weight = pack_int4(q, torch.device("cpu"))
     packed = PackedWeight("int4", n, k, weight, torch.stack([scale, zero], -1))
     expected = (q - 8) * scale.T.repeat_interleave(32, 1) + zero.T.repeat_interleave(32, 1)
     torch.testing.assert_close(packed_to_float(packed), expected, rtol=0, atol=1e-6)
@@ -156,6 +163,42 @@ def test_lossy_int4_fit_beats_min_max_rounding(qtype: GGMLQuantizationType) -> N
     _check_matmul(packed, w, (w_packed - w).abs())
 
 
+@pytest.mark.parametrize("qtype", [T.Q5_0, T.Q8_0], ids=lambda t: t.name)
+def test_int4x2_is_exact_up_to_the_scale_rounding(qtype: GGMLQuantizationType) -> None:
+    # w = d q split into 16 d h + d l: both parts share bf16(d), so w' = bf16(d) q exactly.
+    raw, w = _weights(qtype)
+    packed = repack(raw, qtype, tuple(w.shape), "int4x2")
+    assert packed.kind == "int4x2" and packed.residual is not None
+    bound = U * w.abs()
+    assert ((packed_to_float(packed) - w).abs() <= bound).all()
+    _check_matmul(packed, w, bound, output_roundings=2)
+
+
+@pytest.mark.parametrize("qtype", [T.Q5_1, T.Q5_K], ids=lambda t: t.name)
+def test_int4x2_with_mins_is_exact_up_to_scale_and_zero_rounding(
+    qtype: GGMLQuantizationType,
+) -> None:
+    # w = a (16 h + l) + b: the error is (16 h + l - 8)(a' - a) + (z' - z) with 16 h + l - 8 in
+    # -8..23, so |w' - w| <= U (23 |a| + |z|), a and z the low part's scale and zero.
+    raw, w = _weights(qtype)
+    packed = repack(raw, qtype, tuple(w.shape), "int4x2")
+    assert packed.residual is not None
+    s, z = _group_scale_zero(packed.residual)
+    bound = U * (23 * s.abs() + z.abs()) * SLACK
+    assert ((packed_to_float(packed) - w).abs() <= bound).all()
+    _check_matmul(packed, w, bound, output_roundings=2)
+
+
+@pytest.mark.parametrize("qtype", [T.Q6_K, T.IQ4_NL, T.Q3_K], ids=lambda t: t.name)
+def test_int4x2_residual_fit_beats_one_int4_part(qtype: GGMLQuantizationType) -> None:
+    # A second 4-bit grid fitted to the first one's residual: each part's fit is at least as
+    # good as min-max rounding, so the residual error shrinks by roughly 15x per group.
+    raw, w = _weights(qtype)
+    two = packed_to_float(repack(raw, qtype, tuple(w.shape), "int4x2"))
+    one = packed_to_float(repack(raw, qtype, tuple(w.shape), "int4"))
+    assert float(((two - w) ** 2).sum()) <= float(((one - w) ** 2).sum()) / 16
+
+
 def test_auto_targets_follow_the_design() -> None:
     assert {auto_target(t) for t in (T.Q4_0, T.Q4_1, T.Q4_K, T.IQ4_NL, T.IQ4_XS)} == {"int4"}
     assert {auto_target(t) for t in (T.Q5_0, T.Q5_1, T.Q5_K, T.Q6_K, T.Q8_0)} == {"int8"}
@@ -177,19 +220,19 @@ def test_rows_not_a_multiple_of_16_are_padded_away() -> None:
 def test_chunked_repack_equals_one_chunk(monkeypatch: pytest.MonkeyPatch) -> None:
     raw, w = _weights(T.Q4_K, rows=200, cols=256)
     whole = repack(raw, T.Q4_K, (200, 256))
-    monkeypatch.setattr(quants_repack, "CHUNK_ROWS", 64)
+    monkeypatch.setattr(quants, "CHUNK_ELEMENTS", 64 * 256)  # 64 rows per chunk
     chunked = repack(raw, T.Q4_K, (200, 256))
     assert torch.equal(whole.weight, chunked.weight)
     assert whole.scales_and_zeros is not None and chunked.scales_and_zeros is not None
     assert torch.equal(whole.scales_and_zeros, chunked.scales_and_zeros)
     int8_whole = repack(raw, T.Q4_K, (200, 256), "int8")
-    monkeypatch.setattr(quants_repack, "CHUNK_ROWS", 4096)
+    monkeypatch.setattr(quants, "CHUNK_ELEMENTS", 1 << 20)
     assert torch.equal(repack(raw, T.Q4_K, (200, 256), "int8").weight, int8_whole.weight)
 
 
 def test_matmul_keeps_leading_dims_and_dtype() -> None:
     raw, _ = _weights(T.Q8_0, rows=32, cols=128)
-    for target in ("int4", "int8", "bf16"):
+    for target in ("int4", "int4x2", "int8", "bf16"):
         packed = repack(raw, T.Q8_0, (32, 128), target)  # type: ignore[arg-type]
         x = torch.randn(2, 3, 128, dtype=torch.bfloat16)
         y = matmul(x, packed)
@@ -201,6 +244,15 @@ def test_float32_scales_make_exact_formats_exact() -> None:
     packed = repack(raw, T.Q4_K, (32, 256), "int4", dtype=torch.float32)
     err = (packed_to_float(packed) - w).abs()
     assert err.max() <= 1e-6 * w.abs().max()
+
+
+def test_torch_float_tensors_repack_like_their_bytes() -> None:
+    # safetensors weights quantized on load: pass the tensor itself with its float type.
+    w = torch.randn(32, 256, dtype=torch.bfloat16, generator=torch.Generator().manual_seed(4))
+    from_tensor = repack(w, T.BF16, (32, 256), "int4")
+    from_bytes = repack(w.view(torch.uint8).numpy(), T.BF16, (32, 256), "int4")
+    assert torch.equal(from_tensor.weight, from_bytes.weight)
+    assert torch.equal(packed_to_float(repack(w, T.BF16, (32, 256), "bf16")), w.float())
 
 
 def test_bad_requests_are_model_file_errors() -> None:
@@ -216,12 +268,15 @@ def test_bad_requests_are_model_file_errors() -> None:
 
 @pytest.mark.model
 def test_real_tensors_auto_repack_within_bounds(starter_gguf) -> None:
-    tensors: dict[str, RawTensor] = read_tensors(starter_gguf)
+    tensors = open_gguf(starter_gguf).tensors
     for name in ("blk.0.attn_output.weight", "blk.0.attn_q.weight", "blk.0.attn_v.weight",
                  "blk.0.ffn_down.weight"):  # fmt: skip  # Q4_K, Q5_0, Q8_0, Q6_K
         t = tensors[name]
-        w = dequantize(t.data, t.qtype, t.shape)
-        packed = repack(t.data, t.qtype, t.shape)
+        rows = 64  # the first 64 output rows keep the float32 reconstruction cheap
+        raw = t.data[:rows]  # (rows, bytes per row) uint8 view
+        shape = (rows, t.shape[1])
+        w = dequantize(raw, t.qtype, shape)
+        packed = repack(raw, t.qtype, shape)
         assert packed.kind == auto_target(t.qtype)
         bound = _weight_bound(packed, w)
         assert ((packed_to_float(packed) - w).abs() <= bound).all(), name

@@ -1,0 +1,138 @@
+"""Turn a ModelSource's tensors into a Transformer: dequantize, fuse, repack, one layer at a time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ember.engine.errors import EngineError
+from ember.engine.runners.torch.config import ModelConfig
+from ember.engine.runners.torch.layers.embedding import QEmbedding
+from ember.engine.runners.torch.layers.linear import WEIGHT_FORMATS, QLinear
+from ember.engine.runners.torch.layers.norm import RMSNorm
+from ember.engine.runners.torch.loader import ModelSource
+from ember.engine.runners.torch.model import DecoderLayer, LayerWeights, Transformer
+from ember.engine.runners.torch.weights import (
+    INT4_SOURCES,
+    INT8_SOURCES,
+    WeightTensor,
+    unpermute_rope_rows,
+)
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """Numeric choices: compute dtype, and weight formats for layers and the LM head."""
+
+    dtype: torch.dtype = torch.bfloat16
+    device: torch.device = torch.device("cpu")
+    weight_format: str = "auto"  # auto | dense | int8 | int4
+    head_format: str = "auto"
+
+    def __post_init__(self) -> None:
+        for name in ("weight_format", "head_format"):
+            if getattr(self, name) not in ("auto", *WEIGHT_FORMATS):
+                raise EngineError(f"{name}={getattr(self, name)!r}: use auto, dense, int8 or int4")
+
+
+def resolve_format(option: str, tensors: list[WeightTensor]) -> str:
+    """auto: 4-bit sources -> int4, 5..8-bit -> int8 (the finest member of a fused group wins)."""
+    if option != "auto":
+        return option
+    qtypes = {t.qtype for t in tensors}
+    if qtypes <= INT4_SOURCES:
+        return "int4"
+    if qtypes <= INT4_SOURCES | INT8_SOURCES:
+        return "int8"
+    return "dense"
+
+
+class _Builder:
+    def __init__(self, src: ModelSource, opts: BuildOptions) -> None:
+        self.src, self.opts, self.cfg = src, opts, src.config
+
+    def tensor(self, name: str) -> WeightTensor:
+        if name not in self.src.tensors:
+            raise EngineError(f"{self.src.path}: tensor {name} is missing")
+        return self.src.tensors[name]
+
+    def has(self, name: str) -> bool:
+        return name in self.src.tensors
+
+    def norm(self, name: str) -> RMSNorm:
+        w = self.tensor(name).to_float().to(self.opts.device)
+        return RMSNorm(w, self.cfg.norm_eps, self.cfg.norm_offset)
+
+    def linear(
+        self, names: list[str], option: str, permute: dict[str, int] | None = None
+    ) -> QLinear:
+        tensors = [self.tensor(f"{n}.weight") for n in names]
+        weights = []
+        for name, t in zip(names, tensors, strict=True):
+            w = t.to_float()
+            if permute and name in permute:
+                w = unpermute_rope_rows(w, permute[name])
+            weights.append(w)
+        biases = [f"{n}.bias" for n in names]
+        bias = None
+        if any(self.has(b) for b in biases):
+            bias = torch.cat(
+                [
+                    self.tensor(b).to_float() if self.has(b) else torch.zeros(w.shape[0])
+                    for b, w in zip(biases, weights, strict=True)
+                ]
+            )
+        weight = weights[0] if len(weights) == 1 else torch.cat(weights)
+        return QLinear(
+            weight, bias, resolve_format(option, tensors), self.opts.dtype, self.opts.device
+        )
+
+    def layer(self, i: int) -> DecoderLayer:
+        p, cfg, fmt = f"blk.{i}.", self.cfg, self.opts.weight_format
+        permute = None
+        if self.src.kind == "gguf" and self.src.spec.gguf_permuted_qk:
+            permute = {p + "attn_q": cfg.n_heads, p + "attn_k": cfg.n_kv_heads}
+        w = LayerWeights(
+            attn_norm=self.norm(p + "attn_norm.weight"),
+            qkv=self.linear([p + "attn_q", p + "attn_k", p + "attn_v"], fmt, permute),
+            o_proj=self.linear([p + "attn_output"], fmt),
+            ffn_norm=self.norm(p + "ffn_norm.weight"),
+            gate_up=self.linear([p + "ffn_gate", p + "ffn_up"], fmt),
+            down=self.linear([p + "ffn_down"], fmt),
+        )
+        if cfg.qk_norm:
+            w.q_norm, w.k_norm = (
+                self.norm(p + "attn_q_norm.weight"),
+                self.norm(p + "attn_k_norm.weight"),
+            )
+        if cfg.sandwich_norms:
+            w.post_attn_norm = self.norm(p + "post_attention_norm.weight")
+            w.post_ffn_norm = self.norm(p + "post_ffw_norm.weight")
+        return DecoderLayer(i, cfg, w)
+
+    def embedding(self) -> QEmbedding:
+        table = self.tensor("token_embd.weight")
+        if table.load is not None:  # safetensors: a dense table in memory
+            dense = table.to_float()
+            return QEmbedding(
+                lambda ids: dense.index_select(0, ids),
+                self.cfg.embed_scale,
+                self.opts.dtype,
+                self.opts.device,
+            )
+        return QEmbedding(table.rows, self.cfg.embed_scale, self.opts.dtype, self.opts.device)
+
+    def head(self) -> QLinear:
+        name = (
+            "token_embd" if self.cfg.tie_embeddings or not self.has("output.weight") else "output"
+        )
+        return self.linear([name], self.opts.head_format)
+
+
+def build_model(src: ModelSource, opts: BuildOptions) -> Transformer:
+    """Assemble the Transformer for src with opts (weights leave the mmap layer by layer)."""
+    b = _Builder(src, opts)
+    cfg: ModelConfig = src.config
+    layers = [b.layer(i) for i in range(cfg.n_layers)]
+    return Transformer(cfg, b.embedding(), layers, b.norm("output_norm.weight"), b.head())

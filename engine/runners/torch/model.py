@@ -1,0 +1,122 @@
+"""The generic decoder (llama / qwen2 / qwen3 / gemma3 differ only by ModelConfig switches).
+
+All sequences of a step run as one flat batch of N tokens through the matmuls; attention runs
+per sequence over its own KV blocks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ember.engine.runners.torch.config import ModelConfig
+from ember.engine.runners.torch.kv_store import KVStore
+from ember.engine.runners.torch.layers.attention import AttnPlan, attend
+from ember.engine.runners.torch.layers.embedding import QEmbedding
+from ember.engine.runners.torch.layers.linear import QLinear
+from ember.engine.runners.torch.layers.norm import RMSNorm
+from ember.engine.runners.torch.layers.rope import apply_rope
+
+
+@dataclass
+class StepContext:
+    """Per-forward tensors shared by every layer."""
+
+    slots: torch.Tensor  # (N,) int64 KV slot of each new token
+    spans: list[tuple[int, int]]  # per sequence: [start, end) of its tokens in the flat batch
+    plans: dict[bool, list[AttnPlan]]  # is_sliding -> per sequence plan
+    rope: dict[bool, tuple[torch.Tensor, torch.Tensor]]  # is_sliding -> cos, sin (N, 1, D)
+
+
+@dataclass
+class LayerWeights:
+    """The modules of one decoder layer."""
+
+    attn_norm: RMSNorm
+    qkv: QLinear  # fused q, k, v projections
+    o_proj: QLinear
+    ffn_norm: RMSNorm
+    gate_up: QLinear  # fused gate and up projections
+    down: QLinear
+    q_norm: RMSNorm | None = None
+    k_norm: RMSNorm | None = None
+    post_attn_norm: RMSNorm | None = None
+    post_ffn_norm: RMSNorm | None = None
+
+
+class DecoderLayer(nn.Module):
+    """Pre-norm attention + gated MLP, with optional q/k norms and sandwich norms."""
+
+    def __init__(self, index: int, cfg: ModelConfig, w: LayerWeights) -> None:
+        super().__init__()
+        self.index = index
+        self.sliding = cfg.is_sliding(index)
+        self.w = w
+        self.n_heads, self.n_kv, self.head_dim = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+        self.scale, self.softcap = cfg.scale, cfg.attn_softcap
+        self.gelu = cfg.activation == "gelu_tanh"
+
+    def forward(
+        self, x: torch.Tensor, ctx: StepContext, kv: KVStore
+    ) -> torch.Tensor:  # (N, hidden)
+        w, n = self.w, x.shape[0]
+        qkv = w.qkv(w.attn_norm(x))
+        q_size, kv_size = self.n_heads * self.head_dim, self.n_kv * self.head_dim
+        q = qkv[:, :q_size].reshape(n, self.n_heads, self.head_dim)
+        k = qkv[:, q_size : q_size + kv_size].reshape(n, self.n_kv, self.head_dim)
+        v = qkv[:, q_size + kv_size :].reshape(n, self.n_kv, self.head_dim)
+        if w.q_norm is not None and w.k_norm is not None:
+            q, k = w.q_norm(q), w.k_norm(k)
+        cos, sin = ctx.rope[self.sliding]
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        kv.write(self.index, ctx.slots, k, v)
+        outs = []
+        for (start, end), plan in zip(ctx.spans, ctx.plans[self.sliding], strict=True):
+            keys, values = kv.gather(self.index, plan.blocks, plan.num_keys)
+            keys, values = keys.to(q.dtype), values.to(q.dtype)
+            outs.append(attend(q[start:end], keys, values, plan.mask, self.scale, self.softcap))
+        attn = outs[0] if len(outs) == 1 else torch.cat(outs)
+        o = w.o_proj(attn.reshape(n, q_size))
+        if w.post_attn_norm is not None:
+            o = w.post_attn_norm(o)
+        x = x + o
+        gate, up = w.gate_up(w.ffn_norm(x)).chunk(2, dim=-1)
+        act = F.gelu(gate, approximate="tanh") if self.gelu else F.silu(gate)
+        y = w.down(act * up)
+        if w.post_ffn_norm is not None:
+            y = w.post_ffn_norm(y)
+        return x + y
+
+
+class Transformer(nn.Module):
+    """Embedding -> decoder layers -> final norm -> LM head (optionally soft-capped)."""
+
+    def __init__(
+        self,
+        cfg: ModelConfig,
+        embed: QEmbedding,
+        layers: list[DecoderLayer],
+        norm: RMSNorm,
+        head: QLinear,
+    ) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.embed = embed
+        self.layers = nn.ModuleList(layers)
+        self.norm = norm
+        self.head = head
+
+    def forward(
+        self, ids: torch.Tensor, ctx: StepContext, kv: KVStore, logit_rows: torch.Tensor
+    ) -> torch.Tensor:
+        """ids (N,) -> float32 logits (R, vocab) for the flat-batch rows logit_rows (R,)."""
+        x = self.embed(ids)
+        for layer in self.layers:
+            x = layer(x, ctx, kv)
+        x = self.norm(x.index_select(0, logit_rows))
+        logits = self.head(x).float()
+        cap = self.cfg.final_softcap
+        return torch.tanh(logits / cap) * cap if cap else logits

@@ -1,0 +1,67 @@
+"""Named weight tensors from a GGUF file (quantized mmap views) or an HF safetensors folder.
+
+Names are GGUF's (`blk.0.attn_q.weight`); the arch modules map HF names onto them. Shapes are
+(out, in) numpy order. Quantized GGUF tensors stay in the mmap until a layer asks for them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+# GGML type ids (gguf.GGMLQuantizationType values) grouped by the packed form they map to
+F32, F16, BF16 = 0, 1, 30
+INT4_SOURCES = frozenset({2, 3, 10, 11, 12, 20, 23})  # Q4_0 Q4_1 Q2_K Q3_K Q4_K IQ4_NL IQ4_XS
+INT8_SOURCES = frozenset({6, 7, 8, 9, 13, 14, 15})  # Q5_0 Q5_1 Q8_0 Q8_1 Q5_K Q6_K Q8_K
+
+
+@dataclass
+class WeightTensor:
+    """One tensor: raw GGUF bytes with a GGML type, or a lazily loaded torch tensor."""
+
+    name: str
+    shape: tuple[int, ...]  # numpy order: (out, in) for matrices
+    qtype: int  # GGML type id (F32 for safetensors floats)
+    raw: Any = None  # GGUF: uint8 / float numpy mmap view
+    load: Callable[[], torch.Tensor] | None = None  # safetensors: reads the tensor
+
+    def to_float(self) -> torch.Tensor:
+        """The whole tensor dequantized to float32."""
+        if self.load is not None:
+            return self.load().float().reshape(self.shape)
+        return _dequantize(self.raw, self.qtype, self.shape)
+
+    def rows(self, ids: torch.Tensor) -> torch.Tensor:
+        """float32 rows `ids` of a (rows, cols) tensor, reading only those rows."""
+        if self.load is not None:
+            return self.load().index_select(0, ids).float()
+        return _dequantize_rows(self.raw, self.qtype, self.shape, ids)
+
+
+def _dequantize(raw: Any, qtype: int, shape: tuple[int, ...]) -> torch.Tensor:
+    from gguf import GGMLQuantizationType
+
+    from ember.models.quants import dequantize
+
+    return dequantize(raw, GGMLQuantizationType(qtype), shape)
+
+
+def _dequantize_rows(
+    raw: Any, qtype: int, shape: tuple[int, ...], ids: torch.Tensor
+) -> torch.Tensor:
+    from gguf import GGMLQuantizationType
+
+    from ember.models.quants import dequantize_rows
+
+    return dequantize_rows(raw, GGMLQuantizationType(qtype), shape, ids)
+
+
+def unpermute_rope_rows(w: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """Undo llama.cpp's Q/K row permutation (interleaved RoPE pairs -> HF half-split layout)."""
+    rows = w.shape[0]
+    head_dim = rows // n_heads
+    # convert_hf_to_gguf: w.reshape(H, 2, D/2, ...).swapaxes(1, 2); the inverse swaps back
+    return w.reshape(n_heads, head_dim // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)

@@ -1,0 +1,75 @@
+"""Driving a Runner in tests: a trivial block allocator, prefill and step-by-step decode."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ember.engine.runners.base import ForwardBatch, Runner, SeqStep
+
+
+@dataclass
+class SimpleSeq:
+    """One sequence with blocks taken from a shuffled free list (so tables are not contiguous)."""
+
+    seq_id: int
+    block_size: int
+    free: list[int]
+    block_table: list[int] = field(default_factory=list)
+    num_cached: int = 0
+
+    def step(self, token_ids: list[int], num_logits: int = 1) -> SeqStep:
+        total = self.num_cached + len(token_ids)
+        while len(self.block_table) * self.block_size < total:
+            self.block_table.append(self.free.pop())
+        st = SeqStep(
+            seq_id=self.seq_id,
+            token_ids=list(token_ids),
+            positions=list(range(self.num_cached, total)),
+            num_cached=self.num_cached,
+            block_table=list(self.block_table),
+            num_logits=num_logits,
+        )
+        self.num_cached = total
+        return st
+
+
+def scattered_blocks(num_blocks: int, seed: int = 0) -> list[int]:
+    """All block ids in a random order (pop() takes from the end)."""
+    return [int(b) for b in np.random.default_rng(seed).permutation(num_blocks)]
+
+
+def prefill_logits(
+    runner: Runner, ids: list[int], block_size: int = 16, num_blocks: int = 64
+) -> np.ndarray:
+    """Logits of every prompt position from one prefill through the paged cache."""
+    runner.init_kv(num_blocks, block_size)
+    seq = SimpleSeq(0, block_size, scattered_blocks(num_blocks))
+    return runner.forward(ForwardBatch([seq.step(ids, num_logits=len(ids))]))[0]
+
+
+def decode_logits(
+    runner: Runner, ids: list[int], prefill: int, block_size: int = 16, num_blocks: int = 64
+) -> np.ndarray:
+    """Logits of positions prefill-1 .. len(ids)-1: prefill a prefix, then feed one token at a time."""
+    runner.init_kv(num_blocks, block_size)
+    seq = SimpleSeq(0, block_size, scattered_blocks(num_blocks))
+    out = [runner.forward(ForwardBatch([seq.step(ids[:prefill])]))[0]]
+    for tok in ids[prefill:]:
+        out.append(runner.forward(ForwardBatch([seq.step([tok])]))[0])
+    return np.concatenate(out)
+
+
+def greedy(
+    runner: Runner, prompt: list[int], num_new: int, block_size: int, num_blocks: int
+) -> list[int]:
+    """Greedy continuation of prompt through the paged cache."""
+    runner.init_kv(num_blocks, block_size)
+    seq = SimpleSeq(0, block_size, scattered_blocks(num_blocks))
+    logits = runner.forward(ForwardBatch([seq.step(prompt)]))[0]
+    out: list[int] = []
+    for _ in range(num_new):
+        out.append(int(logits[-1].argmax()))
+        logits = runner.forward(ForwardBatch([seq.step([out[-1]])]))[0]
+    return out

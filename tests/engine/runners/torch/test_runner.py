@@ -1,0 +1,84 @@
+"""TorchRunner against Hugging Face transformers (float32) on the tiny models of every arch,
+loaded from safetensors and from the F32 GGUF (which catches llama's Q/K row permutation)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ember.engine.errors import EngineError
+from ember.engine.runners.torch.runner import TorchOptions, TorchRunner
+
+from .helpers import decode_logits, greedy, prefill_logits
+
+ARCHS = ("llama", "qwen2", "qwen3", "gemma3")
+F32 = TorchOptions(device="cpu", dtype="float32", weight_format="dense", head_format="dense")
+TOLERANCE = 1e-3  # max |logit difference| in float32
+
+
+def prompt_ids(vocab_size: int, length: int = 64, seed: int = 7) -> list[int]:
+    """A fixed pseudo-random prompt."""
+    return [int(x) for x in np.random.default_rng(seed).integers(0, vocab_size, length)]
+
+
+@pytest.fixture(scope="module", params=ARCHS)
+def reference(
+    request: pytest.FixtureRequest, tiny_models: Any
+) -> tuple[str, list[int], np.ndarray]:
+    """(arch, prompt, transformers' float32 logits over the prompt)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    folder = tiny_models.hf_dir(request.param)
+    model = AutoModelForCausalLM.from_pretrained(
+        folder, dtype=torch.float32, attn_implementation="eager"
+    )
+    ids = prompt_ids(model.config.get_text_config().vocab_size)
+    with torch.no_grad():
+        logits = model(torch.tensor([ids])).logits[0].float().numpy()
+    return request.param, ids, logits
+
+
+def _path(tiny_models: Any, arch: str, source: str) -> Path:
+    return tiny_models.hf_dir(arch) if source == "safetensors" else tiny_models.gguf(arch, "F32")
+
+
+@pytest.mark.parametrize("source", ["safetensors", "gguf"])
+def test_prefill_matches_transformers(
+    reference: tuple[str, list[int], np.ndarray], tiny_models: Any, source: str
+) -> None:
+    arch, ids, expected = reference
+    runner = TorchRunner.load(_path(tiny_models, arch, source), F32)
+    assert runner.info.architecture == arch
+    got = prefill_logits(runner, ids)
+    assert got.shape == expected.shape
+    assert np.abs(got - expected).max() < TOLERANCE
+
+
+@pytest.mark.parametrize("source", ["safetensors", "gguf"])
+def test_decode_matches_transformers(
+    reference: tuple[str, list[int], np.ndarray], tiny_models: Any, source: str
+) -> None:
+    arch, ids, expected = reference
+    runner = TorchRunner.load(_path(tiny_models, arch, source), F32)
+    got = decode_logits(runner, ids, prefill=5, block_size=4)
+    assert np.abs(got - expected[4:]).max() < TOLERANCE
+
+
+def test_paged_greedy_equals_contiguous(
+    reference: tuple[str, list[int], np.ndarray], tiny_models: Any
+) -> None:
+    arch, ids, _ = reference
+    runner = TorchRunner.load(tiny_models.gguf(arch, "Q4_0"), TorchOptions(device="cpu"))
+    paged = greedy(runner, ids[:20], 24, block_size=4, num_blocks=32)
+    contiguous = greedy(runner, ids[:20], 24, block_size=64, num_blocks=1)
+    assert paged == contiguous
+
+
+def test_unsupported_architecture_names_supported_list(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text('{"model_type": "mamba"}')
+    with pytest.raises(EngineError, match="mamba.*llama, qwen2, qwen3, gemma3"):
+        TorchRunner.load(tmp_path, F32)
