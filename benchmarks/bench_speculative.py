@@ -8,7 +8,7 @@ text), where prompt lookup can win; `--prompts chat` adds open-ended ones where 
     python benchmarks/bench_speculative.py [--model PATH] [--runner llama.cpp|torch]
         [--weights auto|dense|int8|int4] [--draft lookup|self|MODEL] [--draft-tokens 4]
         [--max-tokens 128] [--repeats 3] [--threads 2] [--prompts grounded|chat|all]
-        [--uncapped] [--json]
+        [--uncapped] [--fixed-k] [--json]
 
 Default model: the starter GGUF (Gemma 3 270M Q4_K_M). `--runner torch --weights dense` gives a
 bf16 target (the self-draft target of the issue).
@@ -109,6 +109,9 @@ def build_engine(args: argparse.Namespace, draft: str) -> Any:
     else:
         runner = create_runner(options, resolved)
     proposer = create_proposer(options, runner, path.name)
+    adaptive = getattr(proposer, "adaptive", None)
+    if args.fixed_k and adaptive is not None:
+        adaptive.enabled = False  # always draft --draft-tokens (no adaptive k)
     chat = chat_renderer(resolved, runner.tokenizer)
     return Engine(runner, options, chat=chat, proposer=proposer, model_name=path.name)
 
@@ -163,6 +166,7 @@ def main() -> int:
     parser.add_argument(
         "--uncapped", action="store_true", help="lift the runner's exact-verification draft cap"
     )
+    parser.add_argument("--fixed-k", action="store_true", help="no adaptive k: always draft K")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.uncapped:
@@ -181,7 +185,8 @@ def main() -> int:
         print(json.dumps({"args": vars(args), "rows": rows, "median": overall}, indent=2))
         return 0
     print(
-        f"{args.runner} ({args.weights} weights), draft {args.draft}, k <= {args.draft_tokens}, "
+        f"{args.runner} ({args.weights} weights), draft {args.draft}, k <= {args.draft_tokens}"
+        f"{' fixed' if args.fixed_k else ' adaptive'}{' uncapped' if args.uncapped else ''}, "
         f"{args.max_tokens} tokens x {args.repeats} repeats, {args.threads} threads "
         f"({time.perf_counter() - started:.0f} s)"
     )
