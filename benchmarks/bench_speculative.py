@@ -8,7 +8,7 @@ text), where prompt lookup can win; `--prompts chat` adds open-ended ones where 
     python benchmarks/bench_speculative.py [--model PATH] [--runner llama.cpp|torch]
         [--weights auto|dense|int8|int4] [--draft lookup|self|MODEL] [--draft-tokens 4]
         [--max-tokens 128] [--repeats 3] [--threads 2] [--prompts grounded|chat|all]
-        [--uncapped] [--fixed-k] [--json]
+        [--fixed-k] [--json]
 
 Default model: the starter GGUF (Gemma 3 270M Q4_K_M). `--runner torch --weights dense` gives a
 bf16 target (the self-draft target of the issue).
@@ -163,16 +163,9 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--prompts", default="grounded", choices=("grounded", "chat", "all"))
-    parser.add_argument(
-        "--uncapped", action="store_true", help="lift the runner's exact-verification draft cap"
-    )
     parser.add_argument("--fixed-k", action="store_true", help="no adaptive k: always draft K")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    if args.uncapped:
-        from ember.engine import speculative
-
-        speculative.EXACT_VERIFY_DRAFTS.clear()
 
     started = time.perf_counter()
     rows = [row.summary() for row in bench(args)]
@@ -186,7 +179,7 @@ def main() -> int:
         return 0
     print(
         f"{args.runner} ({args.weights} weights), draft {args.draft}, k <= {args.draft_tokens}"
-        f"{' fixed' if args.fixed_k else ' adaptive'}{' uncapped' if args.uncapped else ''}, "
+        f"{' fixed' if args.fixed_k else ' adaptive'}, "
         f"{args.max_tokens} tokens x {args.repeats} repeats, {args.threads} threads "
         f"({time.perf_counter() - started:.0f} s)"
     )

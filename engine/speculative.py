@@ -33,14 +33,13 @@ log = logging.getLogger("ember.engine.speculative")
 
 DRAFT_CHOICES = ("none", "lookup", "self", "auto")  # anything else names a draft model
 DEFAULT_DRAFT = "lookup"  # what "auto" means (docs/speculative.md has the measurements)
-# Most drafts per step for which a runner's verification logits are bit-identical to one-token
-# decoding. llama.cpp's CPU kernels are not batch-invariant: on the starter model, rows of a
-# 4+-token batch differ from one-token decoding by up to 1.7 in logit, and even 3-token batches
-# flipped a greedy near-tie after 33 tokens; 2-token batches matched. Capped there, greedy
-# lookup output equals plain greedy's token for token (tests/engine/test_speculative_model.py),
-# but a 2-token batch costs about two decode steps on llama.cpp's CPU path, so drafting does
-# not pay there and "auto" means none on it. Runners not listed: no cap.
-EXACT_VERIFY_DRAFTS = {"llama.cpp": 1}
+# Runners whose verification logits are not bit-identical to one-token decoding. llama.cpp's
+# CPU kernels are not batch-invariant: on the starter model, rows of a 4+-token batch differ
+# from one-token decoding by up to 1.7 in logit, and rolled-back cells are re-decoded in
+# batches, so greedy output with drafts can leave plain greedy's at a near tie (measured: after
+# 33 tokens of a copy task, even at k = 1). Drafting there stays available on request
+# (--draft lookup), but "auto" does not turn it on.
+NOT_BATCH_INVARIANT = frozenset({"llama.cpp"})
 
 __all__ = ["DRAFT_CHOICES", "Proposer", "create_proposer", "draft_probs", "verify_sampled"]
 
@@ -141,27 +140,20 @@ def verify_sampled(
 
 
 # ---- which proposer --------------------------------------------------------------------------
-def max_drafts(options: EngineOptions, runner: Runner) -> int:
-    """--draft-tokens, capped where the runner's verification would not be exact."""
-    return min(
-        options.draft_tokens, EXACT_VERIFY_DRAFTS.get(runner.info.name, options.draft_tokens)
-    )
-
-
 def create_proposer(
     options: EngineOptions, runner: Runner, model_name: str = ""
 ) -> Proposer | None:
     """The proposer options.draft names: none, lookup, self, auto or a draft model reference."""
     choice = (options.draft or "none").strip()
     if choice == "auto":  # lookup where verification is exact and can pay, else none
-        choice = "none" if runner.info.name in EXACT_VERIFY_DRAFTS else DEFAULT_DRAFT
+        choice = "none" if runner.info.name in NOT_BATCH_INVARIANT else DEFAULT_DRAFT
     if choice == "none":
         return None
     if choice == "lookup":
         from ember.engine.speculative_adaptive import AdaptiveDraftLength
         from ember.engine.speculative_lookup import PromptLookupProposer
 
-        return PromptLookupProposer(adaptive=AdaptiveDraftLength(max_drafts(options, runner)))
+        return PromptLookupProposer(adaptive=AdaptiveDraftLength(options.draft_tokens))
     if choice == "self":
         from ember.engine.speculative_self import self_draft_runner
 
@@ -206,5 +198,5 @@ def _draft_proposer(
         ctx=options.ctx,
         block_size=options.block_size,
         max_seqs=options.max_batch,
-        adaptive=AdaptiveDraftLength(max_drafts(options, target)),
+        adaptive=AdaptiveDraftLength(options.draft_tokens),
     )

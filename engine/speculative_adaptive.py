@@ -101,9 +101,10 @@ class AdaptiveDraftLength:
         track = self._tracks.get(seq.seq_id)
         if track is not None:
             self._measure(seq, track, now)
+        limit = min(limit, self.max_tokens)
         if not self.enabled:
-            return min(limit, self.max_tokens)
-        best = self._best(self.rate(seq.seq_id), min(limit, self.max_tokens))
+            return limit
+        best = self._best(self.rate(seq.seq_id), limit)
         if best > 0:
             self._off_steps = 0
             self._since_plain += 1

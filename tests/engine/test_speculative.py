@@ -191,15 +191,11 @@ def test_create_proposer_choices() -> None:
         create_proposer(EngineOptions(model="fake", draft="/nope/missing.gguf"), runner)
 
 
-def test_capped_runner_drafts_at_most_its_exact_width() -> None:
+def test_auto_is_off_where_verification_is_not_batch_invariant() -> None:
     from dataclasses import replace
-
-    from ember.engine.speculative import EXACT_VERIFY_DRAFTS
 
     runner = FakeRunner()
     runner.info = replace(runner.info, name="llama.cpp")
-    options = EngineOptions(model="x", draft="lookup", draft_tokens=6)
-    proposer = create_proposer(options, runner)
-    assert isinstance(proposer, PromptLookupProposer) and proposer.adaptive is not None
-    assert proposer.adaptive.max_tokens == EXACT_VERIFY_DRAFTS["llama.cpp"] < 6
     assert create_proposer(EngineOptions(model="x", draft="auto"), runner) is None
+    explicit = create_proposer(EngineOptions(model="x", draft="lookup"), runner)
+    assert isinstance(explicit, PromptLookupProposer)

@@ -94,3 +94,10 @@ def test_free_guesses_measure_acceptance_while_off() -> None:
 def test_disabled_controller_always_drafts_the_limit() -> None:
     controller = AdaptiveDraftLength(4, enabled=False)
     assert controller.begin(Sequence([1, 2]), 3) == 3
+
+
+def test_probes_never_exceed_the_cap() -> None:
+    clock = Clock()
+    controller = AdaptiveDraftLength(1, clock=clock, free_guesses=True)
+    chosen = simulate(controller, clock, accept=0, plain_s=0.02, per_draft_s=0.05, steps=40)
+    assert max(chosen) == 1 and chosen.count(0) > 30

@@ -14,7 +14,13 @@ pytestmark = pytest.mark.model
 
 HAS_TORCH_RUNNER = importlib.util.find_spec("ember.engine.runners.torch.runner") is not None
 RUNNERS = [
-    "llama.cpp",
+    pytest.param(
+        "llama.cpp",
+        marks=pytest.mark.xfail(
+            reason="llama.cpp's CPU kernels are not batch-invariant (speculative.NOT_BATCH_INVARIANT)",
+            strict=False,
+        ),
+    ),
     pytest.param(
         "torch", marks=pytest.mark.skipif(not HAS_TORCH_RUNNER, reason="torch runner not present")
     ),
