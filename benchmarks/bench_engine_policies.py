@@ -54,17 +54,20 @@ def _engine(runner, chat, store_dir: Path | None, **options) -> Engine:  # type:
     return Engine(runner, opts, chat=chat, prefix_store=store)
 
 
-def _ttft(engine: Engine, system: str) -> float:
+def _ttft(engine: Engine, system: str, hits: list[int] | None = None) -> float:
     messages = (ChatMessage("system", system), ChatMessage("user", QUESTION))
-    final = list(
-        engine.generate(GenerationRequest(messages=messages, sampling=SamplingParams(max_tokens=1)))
-    )[-1]
+    request = GenerationRequest(messages=messages, sampling=SamplingParams(max_tokens=1))
+    final = list(engine.generate(request))[-1]
+    if hits is not None:
+        hits.append(final.stats.cached_tokens)  # type: ignore[union-attr]
     return final.stats.ttft_s  # type: ignore[union-attr]
 
 
 def bench_prefix(runner, chat, args) -> None:  # type: ignore[no-untyped-def]
     system = _system(runner.tokenizer, args.system_tokens)
     cold, ram, disk = [], [], []
+    ram_hits: list[int] = []
+    disk_hits: list[int] = []
     for rep in range(args.reps):
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp)
@@ -76,8 +79,10 @@ def bench_prefix(runner, chat, args) -> None:  # type: ignore[no-untyped-def]
             )
             warm = _engine(runner, chat, folder, ctx=args.ctx)
             _ttft(warm, system + f" ({rep})")
-            ram.append(_ttft(warm, system + f" ({rep})"))
-            disk.append(_ttft(_engine(runner, chat, folder, ctx=args.ctx), system + f" ({rep})"))
+            ram.append(_ttft(warm, system + f" ({rep})", ram_hits))
+            disk.append(
+                _ttft(_engine(runner, chat, folder, ctx=args.ctx), system + f" ({rep})", disk_hits)
+            )
     c, r, d = (statistics.median(x) for x in (cold, ram, disk))
     print(
         f"prefix  system ~{args.system_tokens} tokens: TTFT cold {c:.3f}s  RAM {r:.3f}s ({c / r:.1f}x)  disk {d:.3f}s ({c / d:.1f}x)"
