@@ -31,7 +31,11 @@ def main() -> None:
     root = Path(__file__).resolve().parent.parent
     path = Path(args.gguf) if args.gguf else starter_path(root / "tests" / ".cache" / "models")
     table = run_bench(path, args.threads, args.repeats, args.prompt_tokens, args.decode_tokens)
-    print(json.dumps({**asdict(table), "ratios": table.ratios()}) if args.json else format_table(table))
+    print(
+        json.dumps({**asdict(table), "ratios": table.ratios()})
+        if args.json
+        else format_table(table)
+    )
 
 
 if __name__ == "__main__":

@@ -36,7 +36,9 @@ def _prompt(vocab_size: int, num_tokens: int) -> list[int]:
     return [int(x) for x in np.random.default_rng(0).integers(10, vocab_size, num_tokens)]
 
 
-def _run_torch(path: str, threads: int, prompt_len: int, decode_len: int, t0: float) -> tuple[float, float, float, float]:
+def _run_torch(
+    path: str, threads: int, prompt_len: int, decode_len: int, t0: float
+) -> tuple[float, float, float, float]:
     from ember.engine.runners.base import ForwardBatch, SeqStep
     from ember.engine.runners.torch.runner import TorchOptions, TorchRunner
 
@@ -58,12 +60,21 @@ def _run_torch(path: str, threads: int, prompt_len: int, decode_len: int, t0: fl
     return load_s, first_token_s, prompt_len / prefill_s, decode_len / (time.perf_counter() - t)
 
 
-def _run_llamacpp(path: str, threads: int, prompt_len: int, decode_len: int, t0: float) -> tuple[float, float, float, float]:
+def _run_llamacpp(
+    path: str, threads: int, prompt_len: int, decode_len: int, t0: float
+) -> tuple[float, float, float, float]:
     import llama_cpp
     import numpy as np
     from llama_cpp import Llama
 
-    llm = Llama(path, n_ctx=prompt_len + decode_len + 16, n_batch=prompt_len, n_threads=threads, n_threads_batch=threads, verbose=False)
+    llm = Llama(
+        path,
+        n_ctx=prompt_len + decode_len + 16,
+        n_batch=prompt_len,
+        n_threads=threads,
+        n_threads_batch=threads,
+        verbose=False,
+    )
     load_s = time.perf_counter() - t0
     ids = _prompt(llm.n_vocab(), prompt_len)
     t = time.perf_counter()
@@ -96,14 +107,28 @@ def child_main(argv: list[str]) -> None:
     print(json.dumps(asdict(BenchResult(runner, load_s, first_s, prefill, decode, rss_mb))))
 
 
-def run_once(runner: str, path: Path, threads: int, prompt_len: int, decode_len: int) -> BenchResult:
+def run_once(
+    runner: str, path: Path, threads: int, prompt_len: int, decode_len: int
+) -> BenchResult:
     """One measurement of runner in a fresh Python process."""
     import ember
 
     root = str(Path(ember.__file__).resolve().parent.parent)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
+    }
     code = "import sys; from ember.engine.runners.torch.bench import child_main; child_main(sys.argv[1:])"
-    args = [sys.executable, "-c", code, runner, str(path), str(threads), str(prompt_len), str(decode_len)]
+    args = [
+        sys.executable,
+        "-c",
+        code,
+        runner,
+        str(path),
+        str(threads),
+        str(prompt_len),
+        str(decode_len),
+    ]
     proc = subprocess.run(args, capture_output=True, text=True, env=env, check=False)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
@@ -130,17 +155,24 @@ class BenchTable:
         return {k: a[k] / b[k] if b[k] else float("nan") for k in a}
 
 
-def run_bench(path: Path, threads: int, repeats: int, prompt_len: int = 512, decode_len: int = 256) -> BenchTable:
+def run_bench(
+    path: Path, threads: int, repeats: int, prompt_len: int = 512, decode_len: int = 256
+) -> BenchTable:
     """Alternate the two runners repeats times; medians of every metric."""
     results: dict[str, list[BenchResult]] = {r: [] for r in RUNNERS}
     for _ in range(repeats):
         for runner in RUNNERS:
             results[runner].append(run_once(runner, path, threads, prompt_len, decode_len))
     medians = {
-        r: {k: statistics.median(getattr(x, k) for x in rs) for k in ("load_s", "first_token_s", "prefill_tok_s", "decode_tok_s", "peak_rss_mb")}
+        r: {
+            k: statistics.median(getattr(x, k) for x in rs)
+            for k in ("load_s", "first_token_s", "prefill_tok_s", "decode_tok_s", "peak_rss_mb")
+        }
         for r, rs in results.items()
     }
-    return BenchTable(str(path), threads, repeats, prompt_len, decode_len, path.stat().st_size / 2**20, medians)
+    return BenchTable(
+        str(path), threads, repeats, prompt_len, decode_len, path.stat().st_size / 2**20, medians
+    )
 
 
 def format_table(t: BenchTable) -> str:

@@ -34,7 +34,9 @@ class BuildOptions:
     def __post_init__(self) -> None:
         for name in ("weight_format", "head_format"):
             if getattr(self, name) not in ("auto", *WEIGHT_FORMATS):
-                raise EngineError(f"{name}={getattr(self, name)!r}: use auto, dense, int8, int4 or int8g")
+                raise EngineError(
+                    f"{name}={getattr(self, name)!r}: use auto, dense, int8, int4 or int8g"
+                )
 
 
 def resolve_format(option: str, tensors: list[WeightTensor]) -> str:
@@ -65,16 +67,20 @@ class _Builder:
         w = self.tensor(name).to_float().to(self.opts.device)
         return RMSNorm(w, self.cfg.norm_eps, self.cfg.norm_offset)
 
-    def linear(self, names: list[str], option: str, permute: dict[str, int] | None = None) -> QLinear:
+    def linear(
+        self, names: list[str], option: str, permute: dict[str, int] | None = None
+    ) -> QLinear:
         tensors = [self.tensor(f"{n}.weight") for n in names]
         fixes = [_row_fix(permute.get(n) if permute else None) for n in names]
         biases = [f"{n}.bias" for n in names]
         bias = None
         if any(self.has(b) for b in biases):
-            bias = torch.cat([
-                self.tensor(b).to_float() if self.has(b) else torch.zeros(t.shape[0])
-                for b, t in zip(biases, tensors, strict=True)
-            ])
+            bias = torch.cat(
+                [
+                    self.tensor(b).to_float() if self.has(b) else torch.zeros(t.shape[0])
+                    for b, t in zip(biases, tensors, strict=True)
+                ]
+            )
         fmt = resolve_format(option, tensors)
         return build_linear(tensors, fixes, bias, fmt, self.opts.dtype, self.opts.device)
 

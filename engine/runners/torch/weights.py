@@ -43,7 +43,9 @@ class WeightTensor:
         row_bytes = self.raw.size // rows
         for start in range(0, rows, chunk_rows):
             stop = min(rows, start + chunk_rows)
-            yield _dequantize(self.raw[start * row_bytes : stop * row_bytes], self.qtype, (stop - start, cols))
+            yield _dequantize(
+                self.raw[start * row_bytes : stop * row_bytes], self.qtype, (stop - start, cols)
+            )
 
     def rows(self, ids: torch.Tensor) -> torch.Tensor:
         """float32 rows `ids` of a (rows, cols) tensor, reading only those rows."""

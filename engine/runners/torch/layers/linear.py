@@ -34,7 +34,15 @@ class QLinear(nn.Module):
         self.dtype = dtype
         self.bias = bias.to(dtype) if bias is not None else None
         self.dense, self.q8, self.q4, self.dense_fn = dense, q8, q4, dense_fn
-        self.fmt = "dense" if dense is not None else "int8" if q8 is not None else "int4" if q4 and len(q4) == 1 else "int8g"
+        self.fmt = (
+            "dense"
+            if dense is not None
+            else "int8"
+            if q8 is not None
+            else "int4"
+            if q4 and len(q4) == 1
+            else "int8g"
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (T, in) -> (T, out)
         if self.dense is not None:

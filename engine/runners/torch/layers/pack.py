@@ -74,7 +74,9 @@ def quantize_int8(w: torch.Tensor, scale_dtype: torch.dtype) -> Int8Weight:
 def _groups(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     out_f, in_f = w.shape
     if in_f % INT4_GROUP:
-        raise ValueError(f"group quantization needs in_features divisible by {INT4_GROUP}, got {in_f}")
+        raise ValueError(
+            f"group quantization needs in_features divisible by {INT4_GROUP}, got {in_f}"
+        )
     g = w.float().reshape(out_f, in_f // INT4_GROUP, INT4_GROUP)
     return g, g.amin(dim=-1), g.amax(dim=-1)
 
@@ -101,7 +103,9 @@ def pack_int4(q: torch.Tensor, scales_zeros: torch.Tensor, device: torch.device)
     """Pack int32 codes (N, K) in 0..15 with (K/32, N, 2) scale/zero for `device`."""
     out_f, in_f = q.shape
     if device.type == "cpu":
-        packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q.contiguous(), INT4_INNER_K_TILES)
+        packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(
+            q.contiguous(), INT4_INNER_K_TILES
+        )
     else:
         # CUDA layout: the uint8 input holds two codes per byte, even column in the high nibble
         q8 = (q[:, ::2] << 4 | q[:, 1::2]).to(torch.uint8).to(device)

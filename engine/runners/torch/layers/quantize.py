@@ -32,7 +32,9 @@ def _fitted_int4(w: torch.Tensor) -> Int4Codes:
 def _codes(groups: torch.Tensor, a: torch.Tensor, b: torch.Tensor, n: int, k: int) -> Int4Codes:
     safe = torch.where(a == 0, torch.ones_like(a), a)
     q = torch.round((groups - b) / safe).clamp(0, 15).to(torch.int32)
-    return Int4Codes(q.view(n, k), a.view(n, k // INT4_GROUP), (b + 8.0 * a).view(n, k // INT4_GROUP))
+    return Int4Codes(
+        q.view(n, k), a.view(n, k // INT4_GROUP), (b + 8.0 * a).view(n, k // INT4_GROUP)
+    )
 
 
 def _exact_int4(t: WeightTensor) -> Int4Codes | None:
@@ -68,7 +70,9 @@ def _float_chunks(parts: list[WeightTensor], fixes: list[RowFix | None]) -> Iter
             yield from p.row_chunks(CHUNK_ROWS)
 
 
-def _pack_planes(chunks: list[list[Int4Codes]], dtype: torch.dtype, device: torch.device) -> list[Int4Weight]:
+def _pack_planes(
+    chunks: list[list[Int4Codes]], dtype: torch.dtype, device: torch.device
+) -> list[Int4Weight]:
     """Per plane, pack its code chunks (concatenating packed chunks where the layout allows)."""
     planes = []
     for plane in zip(*chunks, strict=True):
@@ -76,9 +80,18 @@ def _pack_planes(chunks: list[list[Int4Codes]], dtype: torch.dtype, device: torc
         k = plane[0].q.shape[1]
         if device.type == "cpu" and all(c.q.shape[0] % 64 == 0 for c in plane[:-1]):
             packed = [c.pack(dtype, device) for c in plane]
-            planes.append(Int4Weight(torch.cat([p.packed for p in packed]), torch.cat([p.scales_zeros for p in packed], dim=1), n, k))
+            planes.append(
+                Int4Weight(
+                    torch.cat([p.packed for p in packed]),
+                    torch.cat([p.scales_zeros for p in packed], dim=1),
+                    n,
+                    k,
+                )
+            )
         else:
-            fused = Int4Codes(*(torch.cat([getattr(c, f) for c in plane]) for f in ("q", "scale", "zero")))
+            fused = Int4Codes(
+                *(torch.cat([getattr(c, f) for c in plane]) for f in ("q", "scale", "zero"))
+            )
             planes.append(fused.pack(dtype, device))
     return planes
 
@@ -103,7 +116,9 @@ def build_linear(
     from_file = parts[0].raw is not None  # GGUF: prefill can re-read the file instead of unpacking
     b = bias.to(device) if bias is not None else None
     if fmt == "dense":
-        return QLinear(out_f, in_f, b, dtype, dense=dense_fn().to(device=device, dtype=dtype).contiguous())
+        return QLinear(
+            out_f, in_f, b, dtype, dense=dense_fn().to(device=device, dtype=dtype).contiguous()
+        )
     if fmt == "int8":
         return QLinear(out_f, in_f, b, dtype, q8=_to(quantize_int8(dense_fn(), dtype), device))
     chunks: list[list[Int4Codes]] = []
