@@ -100,7 +100,9 @@ class PrefixStore:
         blocks.acquire(ram_hits)  # keep the RAM part of the chain from being reused meanwhile
         new_ids = blocks.allocate_blocks(count)
         start = len(ram_hits) * snap.block_bytes
-        runner.write_blocks(new_ids, snap.payload[start : best * snap.block_bytes])
+        for offset, block_id in enumerate(new_ids):  # one block per call: any runner layout
+            at = start + offset * snap.block_bytes
+            runner.write_blocks([block_id], snap.payload[at : at + snap.block_bytes])
         for offset, block_id in enumerate(new_ids):
             blocks.register_restored(block_id, hashes[len(ram_hits) + offset])
         blocks.release_blocks(new_ids + ram_hits)  # now free, cached and findable by hash
@@ -116,13 +118,11 @@ class PrefixStore:
         if hashes[-1] in index:
             os.utime(index[hashes[-1]][0])
             return None
-        data = runner.read_blocks(seq.block_table[: len(hashes)])
-        if len(data) % len(hashes):
-            log.warning(
-                "runner %s: read_blocks is not block-major; no snapshot", self.identity["runner"]
-            )
+        chunks = [runner.read_blocks([block_id]) for block_id in seq.block_table[: len(hashes)]]
+        if len({len(chunk) for chunk in chunks}) != 1:
+            log.warning("runner %s: blocks of unequal size; no snapshot", self.identity["runner"])
             return None
-        path = self.write(hashes, len(data) // len(hashes), data)
+        path = self.write(hashes, len(chunks[0]), b"".join(chunks))
         # an older snapshot whose whole chain is a prefix of this one is superseded
         superseded = {index[h][0] for h in hashes if h in index and index[h][0].stem == h.hex()}
         for h_index, digest in enumerate(hashes):

@@ -60,7 +60,7 @@ def fit_affine(
     w: torch.Tensor, iterations: int = FIT_ITERATIONS
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Least-squares affine 4-bit grid per row of w (G, 32): (a (G, 1), b (G, 1))."""
-    lo, hi = torch.aminmax(w, dim=-1, keepdim=True)
+    lo, hi = w.amin(dim=-1, keepdim=True), w.amax(dim=-1, keepdim=True)
     a, b = (hi - lo) / 15.0, lo  # min-max start
     n = w.shape[-1]
     w_mean = w.mean(dim=-1, keepdim=True)

@@ -15,10 +15,11 @@ import torch
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from ember.models.errors import ModelFileError
+from ember.models.quants import chunk_rows
 from ember.models.quants_int4 import GROUP_SIZE, Int4Part
 
-# Rows repacked per step (a multiple of 64: the CPU int4 layout packs rows in blocks of 64).
-CHUNK_ROWS = 4096
+# The CPU int4 layout packs rows in blocks of 64: chunks are whole blocks, so they concatenate.
+ROW_BLOCK = 64
 # Output rows must be a multiple of this for the int4 ops (CPU 16, CUDA 8); we pad with zeros.
 ROW_MULTIPLE = 16
 
@@ -56,8 +57,9 @@ def pack_rows(
     # Padding rows: q = 8, scale 0, zero 0 -> weight 0.
     sz = [torch.zeros(padded, groups, 2, dtype=dtype) for _ in range(n_parts)]
     packed: list[list[torch.Tensor]] = [[] for _ in range(n_parts)]
-    for start in range(0, padded, CHUNK_ROWS):
-        stop = min(start + CHUNK_ROWS, padded)
+    step = chunk_rows(cols, ROW_BLOCK)
+    for start in range(0, padded, step):
+        stop = min(start + step, padded)
         real = max(0, min(stop, rows) - start)
         qs = [torch.empty(stop - start, cols, dtype=torch.int32) for _ in range(n_parts)]
         for q_part in qs:

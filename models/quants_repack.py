@@ -30,7 +30,7 @@ import torch
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from ember.models.errors import ModelFileError
-from ember.models.quants import DEQUANTIZERS, byte_rows, dequantize, row_layout
+from ember.models.quants import DEQUANTIZERS, byte_rows, chunk_rows, dequantize, row_layout
 from ember.models.quants_int4 import GROUP_SIZE, int4_groups, int4x2_groups
 from ember.models.quants_int4pack import pack_rows
 
@@ -45,9 +45,6 @@ _AUTO: dict[GGMLQuantizationType, Kind] = {
     **dict.fromkeys((T.Q2_K, T.Q3_K), "int4"),
     **dict.fromkeys((T.F32, T.F16, T.BF16), "bf16"),
 }
-
-# Rows repacked per step for int8.
-CHUNK_ROWS = 4096
 
 
 @dataclass(frozen=True)
@@ -145,11 +142,12 @@ def _repack_int8(
     data = byte_rows(raw, qtype, shape)
     weight = torch.empty(rows, cols, dtype=torch.int8)
     scales = torch.empty(rows, dtype=dtype)
-    for start in range(0, rows, CHUNK_ROWS):
-        chunk = data[start : start + CHUNK_ROWS]
+    step = chunk_rows(cols)
+    for start in range(0, rows, step):
+        chunk = data[start : start + step]
         w = DEQUANTIZERS[qtype](_split_blocks(chunk, qtype)).view(chunk.shape[0], cols)
-        lo, hi = torch.aminmax(w, dim=1)
-        s = (torch.maximum(hi, -lo) / 127.0).to(dtype)  # (R,)
+        # amax and amin: each far faster than one aminmax(dim=1) on torch 2.13 CPU.
+        s = (torch.maximum(w.amax(dim=1), -w.amin(dim=1)) / 127.0).to(dtype)  # (R,)
         s32 = s.to(torch.float32).unsqueeze(1)
         inv = torch.where(s32 == 0, 0.0, 1.0 / s32)
         q = w.mul_(inv).round_().clamp_(-128, 127)  # in place: w is a temporary

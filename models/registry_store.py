@@ -97,7 +97,10 @@ class RegistryStore:
             with conn:
                 yield conn
         except sqlite3.DatabaseError as exc:
-            raise RegistryError(f"{self.db_path}: model registry error ({exc})") from None
+            hint = ""
+            if "not a database" in str(exc) or "malformed" in str(exc):
+                hint = "; move the damaged file aside, then re-register models (`ember pull`, `ember add`)"
+            raise RegistryError(f"{self.db_path}: model registry error ({exc}){hint}") from None
         finally:
             conn.close()
 

@@ -91,9 +91,8 @@ class Runner(Protocol):
     def read_blocks(self, block_ids: list[int]) -> bytes:
         """Serialize the KV bytes of these blocks (for disk snapshots).
 
-        Block-major and the same number of bytes per block, so the engine can restore any
-        run of the blocks: data[i * len(data) // len(block_ids):][: len(data) // len(block_ids)]
-        is block_ids[i]. Keys are stored at their current (re-based) positions.
+        Any layout, as long as write_blocks inverts it; the engine's disk store calls both with
+        one block at a time and needs the same byte count for every block.
         """
         ...
 

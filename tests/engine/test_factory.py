@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -30,21 +31,27 @@ def test_unknown_runner_and_bad_paths() -> None:
         factory.pick_runner(EngineOptions(model="m", runner="vllm"), "gguf")
 
 
-def test_resolve_accepts_paths(tmp_path: Path) -> None:
+def test_resolve_falls_back_to_paths_without_registry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "ember.models.registry", None)  # import fails
     gguf = tmp_path / "m.gguf"
     gguf.write_bytes(b"GGUF")
     folder = tmp_path / "hf"
     folder.mkdir()
     (folder / "config.json").write_text("{}")
-    try:
-        from ember.models.registry import resolve_model  # noqa: F401
-    except ImportError:
-        assert factory.resolve(str(gguf)).format == "gguf"
-        assert factory.resolve(str(folder)).format == "safetensors"
-        with pytest.raises(EngineError):
-            factory.resolve(str(tmp_path / "missing.gguf"))
-    else:
-        pytest.skip("the registry resolves references (tested with the registry)")
+    assert factory.resolve(str(gguf)).format == "gguf"
+    assert factory.resolve(str(folder)).format == "safetensors"
+    with pytest.raises(EngineError):
+        factory.resolve(str(tmp_path / "missing.gguf"))
+
+
+def test_resolve_uses_the_registry(tmp_path: Path) -> None:
+    from ember.models.errors import ModelFileError
+    from ember.models.registry import RegistryError
+
+    with pytest.raises((RegistryError, ModelFileError, EngineError)):
+        factory.resolve(str(tmp_path / "missing.gguf"))
 
 
 def test_fake_runner_loads_without_a_model_file() -> None:

@@ -198,3 +198,30 @@ def test_hf_cache_is_reused(hub: HubServer, tmp_path: Path) -> None:
 
 def test_repo_folder_layout(tmp_path: Path) -> None:
     assert repo_folder(tmp_path, "org/name") == tmp_path / "hub" / "org--name"
+
+
+def test_pull_events_iterator(hub: HubServer, tmp_path: Path) -> None:
+    import threading
+
+    from ember.models.download import DownloadCancelled
+    from ember.models.hub_events import pull_events
+    from ember.models.hub_pull import PullResult
+
+    data = write_tiny_gguf(tmp_path / "big.gguf", rows=8192).read_bytes()
+    hub.add_repo("org/ev", {"m-Q4_0.gguf": data})
+    items = list(pull_events("org/ev"))
+    assert isinstance(items[-1], PullResult) and items[-1].record.path.read_bytes() == data
+    progress = [i for i in items if isinstance(i, DownloadProgress)]
+    assert progress[-1].done and progress[-1].bytes_done == len(data)
+    with pytest.raises(DownloadError, match="org/missing: repository not found"):
+        list(pull_events("org/missing"))
+    hub.add_repo("org/ev2", {"m-Q4_0.gguf": data})
+    hub.set_fault("org/ev2", "m-Q4_0.gguf", Fault(stall_after=len(data) // 2, times=2))
+    cancel = threading.Event()
+    with pytest.raises(DownloadCancelled, match="cancelled; .* kept in"):
+        for item in pull_events("org/ev2", cancel=cancel):
+            if isinstance(item, DownloadProgress) and 0 < item.bytes_done < len(data):
+                cancel.set()  # the TUI's "cancel" button
+                hub.state.release_stall.set()
+    part = repo_folder(Registry().models_dir, "org/ev2") / "m-Q4_0.gguf.part"
+    assert 0 < part.stat().st_size < len(data)

@@ -20,7 +20,7 @@ import torch
 from gguf import GGMLQuantizationType
 from gguf import quants as gguf_quants
 
-from ember.models import quants_int4pack, quants_repack
+from ember.models import quants
 from ember.models.errors import ModelFileError
 from ember.models.gguf import open_gguf
 from ember.models.quants import dequantize
@@ -220,14 +220,13 @@ def test_rows_not_a_multiple_of_16_are_padded_away() -> None:
 def test_chunked_repack_equals_one_chunk(monkeypatch: pytest.MonkeyPatch) -> None:
     raw, w = _weights(T.Q4_K, rows=200, cols=256)
     whole = repack(raw, T.Q4_K, (200, 256))
-    monkeypatch.setattr(quants_int4pack, "CHUNK_ROWS", 64)
-    monkeypatch.setattr(quants_repack, "CHUNK_ROWS", 64)
+    monkeypatch.setattr(quants, "CHUNK_ELEMENTS", 64 * 256)  # 64 rows per chunk
     chunked = repack(raw, T.Q4_K, (200, 256))
     assert torch.equal(whole.weight, chunked.weight)
     assert whole.scales_and_zeros is not None and chunked.scales_and_zeros is not None
     assert torch.equal(whole.scales_and_zeros, chunked.scales_and_zeros)
     int8_whole = repack(raw, T.Q4_K, (200, 256), "int8")
-    monkeypatch.setattr(quants_repack, "CHUNK_ROWS", 4096)
+    monkeypatch.setattr(quants, "CHUNK_ELEMENTS", 1 << 20)
     assert torch.equal(repack(raw, T.Q4_K, (200, 256), "int8").weight, int8_whole.weight)
 
 

@@ -132,3 +132,13 @@ def test_starter_assembled_into_data_dir(ember_home: Path) -> None:
     assert resolved.sha256 is not None and len(resolved.sha256) == 64
     record = Registry().get("gemma3-270m")
     assert record.owned and record.size_bytes == resolved.path.stat().st_size
+
+
+def test_corrupt_registry_is_a_clear_error(registry: Registry) -> None:
+    registry.store.db_path.parent.mkdir(parents=True, exist_ok=True)
+    registry.store.db_path.write_bytes(b"not a database" * 100)
+    with pytest.raises(
+        RegistryError,
+        match=r"reg.sqlite3: model registry error \(file is not a database\); move the damaged",
+    ):
+        registry.list_models()

@@ -1,0 +1,66 @@
+"""`ember chat` (also plain `ember`): the Textual chat app."""
+
+from __future__ import annotations
+
+import argparse
+
+NAME = "chat"
+HELP = "open the chat app (the default when no command is given)"
+ORDER = 0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags that override the settings for this session."""
+    parser.add_argument("--model", help="model name, alias or path (default: the settings' model)")
+    parser.add_argument("--runner", help="auto | torch | llama.cpp")
+    parser.add_argument("--device", help="auto | cpu | cuda | mps")
+    parser.add_argument("--ctx", type=int, help="context limit in tokens")
+    parser.add_argument(
+        "--fake", action="store_true", help="use a fake model that replays canned replies (demo)"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Open the history (locked), build the backend factory, run the app."""
+    import dataclasses
+
+    from ember.app.config import get_paths, load_settings
+    from ember.app.history import History
+
+    paths = get_paths()
+    settings = load_settings(paths)
+    overrides = {k: getattr(args, k) for k in ("model", "runner", "device", "ctx")}
+    settings = dataclasses.replace(
+        settings, **{k: v for k, v in overrides.items() if v is not None}
+    )
+    history = History.open(paths.history_db)
+    try:
+        app = _build_app(args.fake, settings, history, paths)
+        app.first_run_check = args.model is None  # a model named on the command line: no welcome
+        from ember.tui.stderr_guard import native_stderr_to
+
+        try:
+            with native_stderr_to(paths.cache_dir / "engine.log"):
+                app.run()
+        finally:
+            app.host.close()  # after the screen is restored: an engine step may take a moment
+    finally:
+        history.close()
+    return 0
+
+
+def _build_app(fake: bool, settings, history, paths):  # type: ignore[no-untyped-def]
+    from ember.tui.app import EmberApp
+
+    if fake:
+        from ember.tui.fake_backend import FakeBackend, FakeScript
+        from ember.tui.fake_catalog import FakeCatalog
+
+        catalog = FakeCatalog(starter=True)
+        catalog.install_starter()
+        script = FakeScript(tokens_per_s=25.0, ttft_s=0.2)  # slow enough to watch it stream
+        return EmberApp(settings, history, lambda o: FakeBackend(o, script), catalog, paths)
+    from ember.engine.api import load_engine
+    from ember.tui.registry_catalog import RegistryCatalog
+
+    return EmberApp(settings, history, load_engine, RegistryCatalog(paths), paths)

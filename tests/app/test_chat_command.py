@@ -1,0 +1,45 @@
+"""`ember` (the chat command) refuses to start while another instance holds the history."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from ember.app.cli import build_parser
+from ember.app.config import get_paths
+from ember.app.history import History
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_second_instance_is_told_history_in_use() -> None:
+    held = History.open(get_paths().history_db)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "ember", "--fake"],
+            cwd=REPO,
+            env=os.environ | {"PYTHONPATH": str(REPO)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        held.close()
+    assert proc.returncode == 1
+    assert "in use by another Ember" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1  # one line, no traceback
+
+
+def test_chat_flags_parse() -> None:
+    args = build_parser().parse_args(
+        ["chat", "--model", "m", "--runner", "torch", "--device", "cpu", "--ctx", "2048", "--fake"]
+    )
+    assert (args.model, args.runner, args.device, args.ctx, args.fake) == (
+        "m",
+        "torch",
+        "cpu",
+        2048,
+        True,
+    )

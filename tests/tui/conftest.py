@@ -1,0 +1,111 @@
+"""Fixtures for the TUI tests: a real History, a FakeBackend factory, a FakeCatalog, the app."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from textual.pilot import Pilot
+
+from ember.app.config import Settings, get_paths
+from ember.app.history import History
+from ember.engine.api import EngineOptions
+from ember.engine.errors import EngineError
+from ember.tui.app import EmberApp
+from ember.tui.fake_backend import FakeBackend, FakeScript
+from ember.tui.fake_catalog import FakeCatalog
+from ember.tui.model_catalog import LocalModel
+
+SIZE = (110, 36)
+
+
+class Backends:
+    """A backend factory that records what it built; `fail` makes the next loads fail."""
+
+    def __init__(self) -> None:
+        self.script = FakeScript(replies=["Hello **there**, friend."], tokens_per_s=0)
+        self.built: list[FakeBackend] = []
+        self.fail: str = ""
+
+    def __call__(self, options: EngineOptions) -> FakeBackend:
+        if self.fail:
+            raise EngineError(self.fail)
+        backend = FakeBackend(options, self.script)
+        self.built.append(backend)
+        return backend
+
+    @property
+    def last(self) -> FakeBackend:
+        return self.built[-1]
+
+
+@pytest.fixture
+def history(ember_home: Path) -> Iterator[History]:
+    h = History.open(get_paths().history_db)
+    yield h
+    h.close()
+
+
+@pytest.fixture
+def backends() -> Backends:
+    return Backends()
+
+
+@pytest.fixture
+def catalog() -> FakeCatalog:
+    return FakeCatalog(
+        models=[
+            LocalModel("gemma3-270m", 253_000_000, "Q4_K_M", "gemma3", 1_700_000_000.0),
+            LocalModel("qwen3-0.6b", 480_000_000, "Q8_0", "qwen3", None),
+        ]
+    )
+
+
+@pytest.fixture
+def make_app(history: History, backends: Backends, catalog: FakeCatalog) -> Callable[..., EmberApp]:
+    def make(settings: Settings | None = None, **kwargs: object) -> EmberApp:
+        return EmberApp(settings or Settings(), history, backends, catalog, **kwargs)  # type: ignore[arg-type]
+
+    return make
+
+
+async def wait_for(pilot: Pilot, condition: Callable[[], object], timeout_s: float = 10.0) -> None:
+    """Let the app run until condition() is true (fails the test after timeout_s)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout_s}s")
+        # a plain sleep lets the app run; pilot.pause() would also wait for every message queue
+        # to drain, which takes long while a reply streams
+        await asyncio.sleep(0.01)
+
+
+async def send(pilot: Pilot, text: str) -> None:
+    """Type text in the prompt and press Enter."""
+    prompt = pilot.app.screen.query_one("#prompt")
+    prompt.focus()
+    prompt.load_text(text)  # type: ignore[attr-defined]
+    await pilot.press("enter")
+
+
+async def wait_idle(pilot: Pilot) -> None:
+    """Wait until no reply is streaming."""
+    await wait_for(pilot, lambda: getattr(pilot.app.screen, "generation", None) is None)
+    await pilot.pause()
+
+
+def screen_text(app: object) -> str:
+    """The current screen as plain text, the way export_screenshot renders it."""
+    import io
+
+    from rich.console import Console
+
+    width, height = app.size  # type: ignore[attr-defined]
+    console = Console(
+        width=width, height=height, file=io.StringIO(), force_terminal=True, record=True
+    )
+    console.print(app.screen._compositor.render_update(full=True))  # type: ignore[attr-defined]
+    return console.export_text()

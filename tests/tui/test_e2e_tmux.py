@@ -1,0 +1,139 @@
+"""End to end: the real `ember` in a real terminal (tmux): chat, stop with Esc, quit, reopen.
+
+The fake-model run checks the terminal path (keys, screens, history on restart) on every CI run;
+the starter-model run (marked `model`) does the same with the real engine.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("tmux") is None, reason="needs tmux (apt-get install tmux)"
+)
+
+
+class Tmux:
+    """One detached tmux session running a command."""
+
+    def __init__(self, command: list[str], env: dict[str, str]) -> None:
+        self.name = f"ember-test-{uuid.uuid4().hex[:8]}"
+        exports = " ".join(f"{k}={_quote(v)}" for k, v in env.items())
+        line = f"cd {_quote(str(REPO))} && env {exports} {' '.join(map(_quote, command))}"
+        subprocess.run(
+            ["tmux", "new-session", "-d", "-s", self.name, "-x", "120", "-y", "36", line],
+            check=True,
+        )
+
+    def keys(self, *keys: str) -> None:
+        subprocess.run(["tmux", "send-keys", "-t", self.name, *keys], check=True)
+
+    def type(self, text: str) -> None:
+        subprocess.run(["tmux", "send-keys", "-t", self.name, "-l", text], check=True)
+
+    def screen(self) -> str:
+        out = subprocess.run(
+            ["tmux", "capture-pane", "-p", "-t", self.name], capture_output=True, text=True
+        )
+        return out.stdout
+
+    def alive(self) -> bool:
+        return (
+            subprocess.run(["tmux", "has-session", "-t", self.name], capture_output=True).returncode
+            == 0
+        )
+
+    def wait(
+        self, condition: Callable[[str], bool], what: str, timeout_s: float, poll_s: float = 0.2
+    ) -> str:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            text = self.screen()
+            if condition(text):
+                return text
+            time.sleep(poll_s)  # polling a real terminal: there is no event to wait on
+        raise AssertionError(f"timed out waiting for {what}; screen:\n{self.screen()}")
+
+    def kill(self) -> None:
+        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+@pytest.fixture
+def run_ember(ember_home: Path) -> Iterator[Callable[..., Tmux]]:
+    sessions: list[Tmux] = []
+    env = {
+        "EMBER_HOME": str(ember_home),
+        "HF_HUB_OFFLINE": "1",
+        "TERM": "xterm-256color",
+        "PYTHONPATH": str(REPO),
+        "HOME": os.environ.get("HOME", "/tmp"),
+    }
+
+    def start(*args: str, **extra_env: str) -> Tmux:
+        session = Tmux([sys.executable, "-m", "ember", *args], env | extra_env)
+        sessions.append(session)
+        return session
+
+    yield start
+    for session in sessions:
+        session.kill()
+
+
+def _chat_session(
+    run_ember: Callable[..., Tmux], args: tuple[str, ...], answer_timeout_s: float, **env: str
+) -> None:
+    app = run_ember(*args, **env)
+    app.wait(lambda s: "Stop" in s and "New chat" in s, "the chat screen", 60)
+    app.type("Say hello")
+    app.keys("Enter")
+    first = app.wait(
+        lambda s: "TTFT -" not in s and "TTFT" in s and "generating" not in s,
+        "the streamed answer",
+        answer_timeout_s,
+    )
+    assert "Say hello" in first and "Ember" in first  # the chat title in the list, the reply header
+
+    # a second prompt, stopped with Esc while it streams
+    app.type("Write a very long story about a dragon")
+    app.keys("Enter")
+    app.wait(lambda s: "generating" in s, "the second reply to start", answer_timeout_s, 0.05)
+    app.keys("Escape")
+    app.wait(lambda s: "stopped" in s and "generating" not in s, "the reply to stop", 30)
+
+    app.keys("C-q")
+    deadline = time.monotonic() + 30
+    while app.alive() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not app.alive(), "ember did not quit on Ctrl+Q"
+
+    again = run_ember(*args, **env)
+    screen = again.wait(lambda s: "Say hello" in s, "the history after restart", 60)
+    assert "dragon" in screen and "stopped" in screen
+    again.keys("C-q")
+
+
+def test_fake_model_in_a_real_terminal(run_ember) -> None:
+    _chat_session(run_ember, ("--fake",), 30)
+
+
+@pytest.mark.model
+def test_starter_model_in_a_real_terminal(run_ember, starter_gguf) -> None:
+    # greedy and short replies keep the run deterministic and quick; 32 tokens still leave time
+    # to press Esc while the second reply streams
+    limits = {"EMBER_TEMPERATURE": "0", "EMBER_MAX_TOKENS": "32"}
+    _chat_session(run_ember, ("--model", str(starter_gguf)), 300, **limits)

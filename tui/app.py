@@ -1,0 +1,156 @@
+"""EmberApp: the Textual app, its global keys, and the shared state screens use."""
+
+from __future__ import annotations
+
+from textual.app import App
+from textual.binding import Binding
+
+from ember.app.config import Paths, Settings, get_paths
+from ember.app.history import Conversation, History
+from ember.errors import EmberError
+from ember.tui.backend_host import BackendFactory, BackendHost
+from ember.tui.chat_config import engine_options, new_chat_settings
+from ember.tui.clipboard import copy_fallback
+from ember.tui.messages import BackendLoaded
+from ember.tui.model_catalog import ModelCatalog
+
+
+class EmberApp(App[None]):
+    """Chat, models and settings screens over one history, one backend host and one catalog."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "Ember"
+    BINDINGS = [
+        Binding("ctrl+q", "quit", "Quit", priority=True),
+        Binding("ctrl+o", "models", "Models"),
+        Binding("ctrl+s", "settings", "Settings"),
+        Binding("f1", "show_keys", "Keys"),
+    ]
+
+    def __init__(
+        self,
+        settings: Settings,
+        history: History,
+        backend_factory: BackendFactory,
+        catalog: ModelCatalog,
+        paths: Paths | None = None,
+        first_run_check: bool = True,
+    ) -> None:
+        super().__init__()
+        self.settings = settings
+        self.history = history
+        self.host = BackendHost(backend_factory)
+        self.catalog = catalog
+        self.paths = paths or get_paths()
+        self.first_run_check = first_run_check
+        self.copied: list[str] = []  # what copy_text copied, newest last
+
+    def on_mount(self) -> None:
+        from ember.tui.screens.chat import ChatScreen
+
+        self.push_screen(ChatScreen())
+        if self.history.notice:
+            self.notify(self.history.notice, severity="warning", markup=False, timeout=15)
+        if self.first_run_check and not self._local_models_or_warn():
+            from ember.tui.screens.first_run import FirstRunScreen
+
+            self.push_screen(FirstRunScreen())
+
+    def _local_models_or_warn(self) -> bool:
+        try:
+            return bool(self.catalog.list_local())
+        except EmberError as exc:
+            self.notify(f"model registry: {exc}", severity="error", markup=False)
+            return True
+
+    # shared services for the screens
+
+    def new_conversation(self, title: str = "New chat") -> Conversation:
+        """A conversation with the current defaults (model, sampling, system prompt)."""
+        return self.history.create_conversation(
+            title, self.settings.system_prompt, new_chat_settings(self.settings)
+        )
+
+    def model_names(self) -> list[str]:
+        """Names of the local models (for pickers); empty if the registry is unreadable."""
+        try:
+            return [m.name for m in self.catalog.list_local()]
+        except EmberError:
+            return []
+
+    def preload(self, model: str) -> None:
+        """Load model in the background so the next reply starts at once."""
+        try:
+            options = engine_options(model, self.settings)
+        except EmberError as exc:
+            self.notify(str(exc), severity="error", markup=False)
+            return
+        self.run_worker(lambda: self._load(options), thread=True, group="load", exit_on_error=False)
+
+    def _load(self, options) -> None:  # type: ignore[no-untyped-def]
+        try:
+            backend = self.host.get(options)
+        except Exception as exc:  # noqa: BLE001 - shown as a one-line notification
+            self.notify(
+                f"model {options.model} failed to load: {exc}", severity="error", markup=False
+            )
+            return
+        self.call_from_thread(self._post_to_chat, BackendLoaded(backend.info))
+
+    def _post_to_chat(self, message: BackendLoaded) -> None:
+        from ember.tui.screens.chat import ChatScreen
+
+        for screen in self.screen_stack:
+            if isinstance(screen, ChatScreen):
+                screen.post_message(message)
+
+    def copy_text(self, text: str) -> None:
+        """Copy via OSC 52 and a fallback (a clipboard tool, else a file)."""
+        self.copied.append(text)
+        self.copy_to_clipboard(text)
+        cache_dir = self.paths.cache_dir
+        self.run_worker(
+            lambda: self._copy_fallback(text, cache_dir),
+            thread=True,
+            group="copy",
+            exit_on_error=False,
+        )
+
+    def _copy_fallback(self, text: str, cache_dir) -> None:  # type: ignore[no-untyped-def]
+        try:
+            where = copy_fallback(text, cache_dir)
+        except OSError as exc:
+            self.notify(f"copied via the terminal (OSC 52); fallback failed: {exc}", markup=False)
+            return
+        self.notify(
+            f"copied {len(text)} characters (terminal clipboard; also {where})", markup=False
+        )
+
+    # global actions
+
+    def action_models(self) -> None:
+        from ember.tui.screens.models import ModelsScreen
+
+        if not isinstance(self.screen, ModelsScreen):
+            self.push_screen(ModelsScreen())
+
+    def action_settings(self) -> None:
+        from ember.tui.screens.settings import SettingsScreen
+
+        if not isinstance(self.screen, SettingsScreen):
+            self.push_screen(SettingsScreen())
+
+    def action_show_keys(self) -> None:
+        if self.screen.query("HelpPanel"):
+            self.action_hide_help_panel()
+        else:
+            self.action_show_help_panel()
+
+    async def action_quit(self) -> None:
+        """Stop a streaming reply (kept, marked stopped) and leave; the caller closes the host."""
+        from ember.tui.screens.chat import ChatScreen
+
+        for screen in self.screen_stack:
+            if isinstance(screen, ChatScreen):
+                screen.shutdown()
+        self.exit()

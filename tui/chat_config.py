@@ -1,0 +1,62 @@
+"""From settings and a conversation to engine inputs: per-chat settings, sampling, messages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ember.app.config import Settings
+from ember.app.history import Message
+from ember.engine.api import ChatMessage, EngineOptions, SamplingParams
+
+SAMPLING_KEYS = ("temperature", "top_k", "top_p", "min_p", "repeat_penalty", "max_tokens")
+# statuses whose text the model sees again in later turns
+_REPLAYED = {"complete", "stopped", "interrupted"}
+
+
+def new_chat_settings(settings: Settings) -> dict[str, Any]:
+    """The per-chat settings a new conversation starts with: the current defaults."""
+    chat: dict[str, Any] = {"model": settings.model, "seed": None}
+    chat.update({key: getattr(settings, key) for key in SAMPLING_KEYS})
+    return chat
+
+
+def chat_value(chat: dict[str, Any], settings: Settings, key: str) -> Any:
+    """A per-chat setting, falling back to the default (older chats may lack a key)."""
+    if key in chat:
+        return chat[key]
+    return getattr(settings, key, None)
+
+
+def sampling_params(chat: dict[str, Any], settings: Settings) -> SamplingParams:
+    """SamplingParams for a chat (EngineError names a bad value)."""
+    values = {key: chat_value(chat, settings, key) for key in SAMPLING_KEYS}
+    return SamplingParams(seed=chat.get("seed"), **values)
+
+
+def engine_options(model: str, settings: Settings) -> EngineOptions:
+    """How to load `model` under the current defaults (runner, device, context, cache, drafts)."""
+    return EngineOptions(
+        model=model,
+        runner=settings.runner,
+        device=settings.device,
+        threads=settings.threads,
+        ctx=settings.ctx,
+        sink=settings.sink,
+        window=settings.window,
+        draft="none" if settings.draft == "auto" else settings.draft,
+        draft_tokens=settings.draft_tokens,
+        prefix_cache=settings.prefix_cache,
+    )
+
+
+def chat_messages(system_prompt: str, path: list[Message]) -> tuple[ChatMessage, ...]:
+    """The turns the model sees: the system prompt, then the shown branch (failed replies left out)."""
+    out: list[ChatMessage] = []
+    if system_prompt.strip():
+        out.append(ChatMessage("system", system_prompt))
+    for message in path:
+        if message.role == "user":
+            out.append(ChatMessage("user", message.content))
+        elif message.status in _REPLAYED and message.content:
+            out.append(ChatMessage("assistant", message.content))
+    return tuple(out)

@@ -1,0 +1,218 @@
+"""FakeBackend: a `Backend` that replays scripted replies token by token, for tests and `--fake` demos.
+
+Tokens are words (with their trailing space). It honours abort, can fail after a number of tokens,
+simulates a prefix cache (tokens shared with the previous prompt count as cached) and a sink window
+(tokens beyond the context limit count as evicted), and reports Stats like the real engine.
+"""
+
+from __future__ import annotations
+
+import itertools
+import queue
+import re
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from ember.engine.api import (
+    EngineInfo,
+    EngineOptions,
+    Event,
+    Finished,
+    GenerationRequest,
+    Stats,
+    TextDelta,
+)
+from ember.engine.errors import EngineError
+
+_TOKEN = re.compile(r"\s*\S+|\s+")
+
+DEMO_REPLY = """Here is a short answer with some **Markdown**:
+
+1. a list item
+2. another one with `inline code`
+
+```python
+def greet(name: str) -> str:
+    return f"Hello, {name}!"
+```
+
+| model | quant |
+|-------|-------|
+| fake  | none  |
+"""
+
+
+def split_tokens(text: str) -> list[str]:
+    """The fake tokenizer: words with their leading whitespace."""
+    return _TOKEN.findall(text)
+
+
+@dataclass
+class FakeScript:
+    """What the fake replies and how fast; mutate it between requests in tests."""
+
+    replies: list[str] = field(default_factory=lambda: [DEMO_REPLY])
+    tokens_per_s: float = 200.0  # 0 = as fast as possible
+    ttft_s: float = 0.0
+    fail_after_tokens: int | None = None  # then Finished(reason="error")
+    error: str = "fake failure"
+    echo: bool = False  # reply "You said: <last user message>" instead of the scripted replies
+
+
+class FakeHandle:
+    """A request being replayed on its own thread."""
+
+    def __init__(self, backend: FakeBackend, request: GenerationRequest, reply: str) -> None:
+        self._events: queue.Queue[Event] = queue.Queue()
+        self._abort = threading.Event()
+        self._done = threading.Event()
+        self._finished: Finished | None = None
+        self._thread = threading.Thread(
+            target=self._run, args=(backend, request, reply), daemon=True, name="fake-backend"
+        )
+        self._thread.start()
+
+    def __iter__(self) -> Iterator[Event]:
+        while True:
+            event = self._events.get()
+            yield event
+            if isinstance(event, Finished):
+                return
+
+    def abort(self) -> None:
+        self._abort.set()
+
+    def result(self) -> Finished:
+        self._done.wait()
+        assert self._finished is not None
+        return self._finished
+
+    def _run(self, backend: FakeBackend, request: GenerationRequest, reply: str) -> None:
+        script = backend.script
+        start = time.perf_counter()
+        prompt_tokens, cached_tokens = backend.prefill(request)
+        tokens = split_tokens(reply)[: request.sampling.max_tokens]
+        out: list[str] = []
+        reason: str = "stop" if len(tokens) == len(split_tokens(reply)) else "length"
+        error = ""
+        ttft = 0.0
+        interval = 1.0 / script.tokens_per_s if script.tokens_per_s > 0 else 0.0
+        if script.ttft_s and self._abort.wait(script.ttft_s):
+            reason = "abort"
+        for i, token in enumerate(tokens if reason != "abort" else []):
+            if script.fail_after_tokens is not None and i >= script.fail_after_tokens:
+                reason, error = "error", script.error
+                break
+            # wait for this token's slot on a fixed schedule, so late wake-ups (GIL, a busy
+            # CPU) are caught up and the average rate stays tokens_per_s
+            delay = start + script.ttft_s + i * interval - time.perf_counter()
+            if self._abort.is_set() or (delay > 0 and self._abort.wait(delay)):
+                reason = "abort"
+                break
+            out.append(token)
+            if i == 0:
+                ttft = time.perf_counter() - start
+            self._events.put(TextDelta(token, (i,)))
+        if reason in ("stop", "length") and script.fail_after_tokens is not None:
+            reason, error = "error", script.error  # a reply shorter than fail_after still fails
+        elapsed = max(time.perf_counter() - start - ttft, 1e-9)
+        stats = backend.stats_for(prompt_tokens, cached_tokens, len(out), ttft, elapsed)
+        text = "".join(out)
+        self._finished = Finished(reason, text, tuple(range(len(out))), stats, error)  # type: ignore[arg-type]
+        self._events.put(self._finished)
+        self._done.set()
+
+
+class FakeBackend:
+    """Implements `ember.engine.api.Backend` without a model."""
+
+    def __init__(
+        self,
+        options: EngineOptions | None = None,
+        script: FakeScript | None = None,
+        context_limit: int | None = None,
+    ) -> None:
+        self.options = options or EngineOptions(model="fake-model")
+        self.script = script or FakeScript()
+        self.requests: list[GenerationRequest] = []
+        self.closed = False
+        self._replies = itertools.cycle(self.script.replies)
+        self._last_prompt: list[str] = []
+        self._lock = threading.Lock()
+        limit = context_limit or self.options.ctx
+        self._info = EngineInfo(
+            model=self.options.model,
+            runner="fake",
+            device="cpu",
+            architecture="fake",
+            context_limit=limit,
+            features={"sink_window": self.options.window != 0, "prefix_cache": True},
+        )
+
+    @property
+    def info(self) -> EngineInfo:
+        return self._info
+
+    def submit(self, request: GenerationRequest) -> FakeHandle:
+        if self.closed:
+            raise EngineError(f"{self.options.model}: the backend is closed")
+        with self._lock:
+            self.requests.append(request)
+            reply = self._echo(request) if self.script.echo else next(self._replies)
+        return FakeHandle(self, request, reply)
+
+    def count_tokens(self, request: GenerationRequest) -> int:
+        return len(self._prompt_tokens(request))
+
+    def close(self) -> None:
+        self.closed = True
+
+    def prefill(self, request: GenerationRequest) -> tuple[int, int]:
+        """(prompt tokens, of which cached): the common prefix with the previous prompt is cached."""
+        tokens = self._prompt_tokens(request)
+        with self._lock:
+            cached = 0
+            for a, b in zip(tokens, self._last_prompt, strict=False):
+                if a != b:
+                    break
+                cached += 1
+            self._last_prompt = tokens
+        return len(tokens), cached
+
+    def stats_for(
+        self, prompt_tokens: int, cached_tokens: int, generated: int, ttft: float, decode_s: float
+    ) -> Stats:
+        """Stats as the real engine reports them (evicted = what overflowed the context)."""
+        limit = self._info.context_limit
+        total = prompt_tokens + generated
+        drafting = self.options.draft != "none"
+        return Stats(
+            runner="fake",
+            device="cpu",
+            prompt_tokens=prompt_tokens,
+            cached_tokens=cached_tokens,
+            generated_tokens=generated,
+            evicted_tokens=max(0, total - limit),
+            drafted_tokens=generated if drafting else 0,
+            accepted_tokens=(generated * 3) // 4 if drafting else 0,
+            context_tokens=min(total, limit),
+            context_limit=limit,
+            ttft_s=ttft,
+            prefill_tok_s=prompt_tokens / ttft if ttft else 0.0,
+            decode_tok_s=generated / decode_s if generated else 0.0,
+        )
+
+    @staticmethod
+    def _prompt_tokens(request: GenerationRequest) -> list[str]:
+        if request.messages is not None:
+            text = "".join(f"<{m.role}> {m.content}\n" for m in request.messages)
+        else:
+            text = request.prompt or " ".join(map(str, request.prompt_ids or ()))
+        return split_tokens(text)
+
+    @staticmethod
+    def _echo(request: GenerationRequest) -> str:
+        users = [m.content for m in request.messages or () if m.role == "user"]
+        return f"You said: {users[-1] if users else request.prompt or ''}"

@@ -1,0 +1,89 @@
+"""RegistryCatalog: the models screen's ModelCatalog over ember.models.registry, hub and hub_pull.
+
+Heavy modules (huggingface_hub through models.hub) are imported inside the calls that need them.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from ember.app.config import Paths
+from ember.tui.model_catalog import HubRepo, LocalModel, ProgressCallback, QuantOption
+
+
+def _local(record: Any) -> LocalModel:
+    return LocalModel(
+        name=str(record.name),
+        size_bytes=int(record.size_bytes or 0),
+        quant=str(record.quant or "-"),
+        architecture=str(record.architecture or "-"),
+        last_used_at=record.last_used_at,
+        path=str(record.path),
+    )
+
+
+class RegistryCatalog:
+    """The real catalog: the local registry, Hub search and listing, pulls with progress."""
+
+    def __init__(self, paths: Paths, ctx: int = 4096) -> None:
+        self.paths = paths
+        self.ctx = ctx
+
+    @staticmethod
+    def _registry() -> Any:
+        from ember.models.registry import Registry
+
+        return Registry()
+
+    def list_local(self) -> list[LocalModel]:
+        return [_local(r) for r in self._registry().list_models()]
+
+    def delete(self, name: str) -> None:
+        self._registry().remove(name)
+
+    def starter_available(self) -> bool:
+        from ember.models.starter import starter_installed
+
+        return starter_installed()
+
+    def install_starter(self) -> LocalModel:
+        from ember.models.starter import STARTER_NAME
+
+        registry = self._registry()
+        registry.resolve(STARTER_NAME)  # assembles and registers the packaged starter
+        return _local(registry.get(STARTER_NAME))
+
+    def curated(self) -> list[HubRepo]:
+        from ember.models.hub_catalog import load_catalog
+
+        return [
+            HubRepo(e.repo, description=f"{e.name}: {e.summary}")
+            for e in load_catalog().values()
+            if e.format == "gguf"
+        ]
+
+    def search(self, query: str) -> list[HubRepo]:
+        from ember.models import hub
+
+        return [HubRepo(h.repo_id, h.downloads, h.likes) for h in hub.search(query, fmt="gguf")]
+
+    def quants(self, repo_id: str) -> list[QuantOption]:
+        from ember.models import hub
+        from ember.models.hub_select import gguf_choices
+
+        listing = hub.list_repo(repo_id)
+        # QuantOption.filename carries the choice label: `repo:LABEL` is the pull reference
+        return [QuantOption(c.label, c.label, c.size_bytes) for c in gguf_choices(listing)]
+
+    def download(
+        self, repo_id: str, filename: str, progress: ProgressCallback, cancel: threading.Event
+    ) -> LocalModel:
+        from ember.models.hub_pull import Puller
+
+        def on_progress(event: Any) -> None:
+            progress(int(event.bytes_done), int(event.bytes_total))
+
+        ref = f"{repo_id}/{filename}" if filename.endswith(".gguf") else f"{repo_id}:{filename}"
+        puller = Puller(self._registry(), ctx=self.ctx, on_progress=on_progress, cancel=cancel)
+        return _local(puller.pull(ref).record)

@@ -1,0 +1,87 @@
+"""First run: no models yet. Offer the packaged starter model, else the curated list."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.content import Content
+from textual.screen import ModalScreen
+from textual.widgets import Button, Label
+
+from ember.errors import EmberError
+
+if TYPE_CHECKING:
+    from ember.tui.app import EmberApp
+
+
+class FirstRunScreen(ModalScreen[None]):
+    """Welcome dialog shown when the registry has no models."""
+
+    BINDINGS = [
+        Binding("escape", "skip", "Skip"),
+        Binding("s", "starter", "Starter model"),
+        Binding("m", "browse", "Browse models"),
+    ]
+
+    @property
+    def ember(self) -> EmberApp:
+        return self.app  # type: ignore[return-value]
+
+    def compose(self) -> ComposeResult:
+        starter = self.ember.catalog.starter_available()
+        with Vertical(classes="dialog wide", id="first-run"):
+            yield Label("Welcome to Ember. There are no models on this machine yet.")
+            if starter:
+                yield Label(
+                    "The starter model (Gemma 3 270M, 253 MB) is installed and works offline."
+                )
+                yield Button("Use the starter model (s)", id="starter", variant="primary")
+            else:
+                yield Label("Pick a model to download from the curated list:")
+                for repo in self.ember.catalog.curated():
+                    yield Label(Content(f"  • {repo.repo_id}  {repo.description}"))
+            yield Button("Browse and download models (m)", id="browse")
+            yield Button("Skip (esc)", id="skip")
+
+    @work(group="first-run", exclusive=True)
+    async def action_starter(self) -> None:
+        if not self.ember.catalog.starter_available():
+            return
+        self.notify("Preparing the starter model…")
+        try:
+            model = await self._install()
+        except EmberError as exc:
+            self.notify(f"starter model: {exc}", severity="error", markup=False)
+            return
+        self.notify(f"Ready: {model}", markup=False)
+        self.dismiss()
+
+    async def _install(self) -> str:
+        worker = self.run_worker(
+            self.ember.catalog.install_starter, thread=True, exit_on_error=False
+        )
+        await worker.wait()
+        if worker.error is not None:
+            raise worker.error
+        assert worker.result is not None
+        return worker.result.name
+
+    def action_browse(self) -> None:
+        self.dismiss()
+        self.ember.action_models()
+
+    def action_skip(self) -> None:
+        self.dismiss()
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "starter":
+            self.action_starter()
+        elif event.button.id == "browse":
+            self.action_browse()
+        else:
+            self.action_skip()
