@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 KV_DTYPE = "f16"  # llama.cpp's default K and V cache type
 KV_SLACK_TOKENS = 256  # cells beyond the engine's blocks, for transient copies
+INITIAL_KV_TOKENS = 512
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,12 @@ def file_digest(path: Path, size: int, mtime_ns: int) -> str:
             return hashlib.file_digest(f, "sha256").hexdigest()
 
 
+def _gpu_backend() -> str:
+    """'cuda', 'metal' or 'vulkan' as llama.cpp's build reports it, else 'gpu'."""
+    info = lib().llama_print_system_info().decode("utf-8", "replace").lower()
+    return next((name for name in ("cuda", "metal", "vulkan") if name in info), "gpu")
+
+
 def _meta(model: Any, key: str) -> str | None:
     buf = ctypes.create_string_buffer(256)
     count = lib().llama_model_meta_val_str(model, key.encode(), buf, len(buf))
@@ -119,12 +126,13 @@ class LlamaCppRunner:
         self.config = config
         self.tokenizer = tokenizer
         self._model = model
-        device = "cpu" if config.gpu_layers == 0 else "gpu"
+        device = "cpu" if config.gpu_layers == 0 else _gpu_backend()
         self.info = _model_info(path, model, device)
         self._ctx: Any = None
         self._blocks: BlockMap | None = None
         self._batch = TokenBatch(config.batch_tokens)
-        self.init_kv(max(1, 512 // 16), 16)
+        # A small cache until the engine sizes the pool (it also tells whether K-shift works).
+        self.init_kv(INITIAL_KV_TOKENS // 16, 16)
 
     @classmethod
     def load(
@@ -227,27 +235,19 @@ class LlamaCppRunner:
         self.block_map.release(seq_id)
 
     def read_blocks(self, block_ids: list[int]) -> bytes:
-        """Serialize these blocks' KV cells (llama_state_seq_get_data) with their positions."""
-        index = {block_id: i for i, block_id in enumerate(block_ids)}
-        groups = []
-        for members, state in self.block_map.export_groups(block_ids):
-            blocks = tuple(
-                snapshot.SnapshotBlock(
-                    index[b],
-                    self.block_map.blocks[b].pos_start,
-                    tuple(self.block_map.blocks[b].token_ids),
-                )
-                for b in members
-            )
-            groups.append(snapshot.SnapshotGroup(blocks, state))
-        return snapshot.pack(groups)
+        """Block-major records: each block's position, tokens and llama.cpp state bytes."""
+        records = []
+        for block_id in block_ids:
+            loc, state = self.block_map.export_block(block_id)
+            records.append(snapshot.BlockRecord(loc.pos_start, tuple(loc.token_ids), state))
+        return snapshot.pack(records, self.block_map.block_size)
 
     def write_blocks(self, block_ids: list[int], data: bytes) -> None:
-        """Load bytes from read_blocks into these blocks (EngineError if they do not fit)."""
+        """Load records from read_blocks (any run of them) into these blocks."""
         block_map = self.block_map
-        for group in snapshot.unpack(data, len(block_ids), block_map.block_size):
-            members = [(block_ids[b.index], b.pos_start, list(b.token_ids)) for b in group.blocks]
-            block_map.import_group(members, group.state)
+        records = snapshot.unpack(data, len(block_ids), block_map.block_size)
+        for block_id, record in zip(block_ids, records, strict=True):
+            block_map.import_block(block_id, record.pos_start, list(record.token_ids), record.state)
 
     def _free_context(self) -> None:
         if self._ctx is not None:

@@ -188,32 +188,20 @@ class BlockMap(HolderPool):
                 self._drop(holder, block_id)
         self._retire_if_empty(holder)
 
-    def export_groups(self, block_ids: list[int]) -> list[tuple[list[int], bytes]]:
-        """Blocks in groups of non-overlapping positions, each with its state bytes."""
-        groups: list[list[int]] = []
-        for block_id in block_ids:
-            loc = self.blocks.get(block_id)
-            if loc is None:
-                raise EngineError(f"read_blocks: block {block_id} is unknown to llama.cpp memory")
-            for group in groups:
-                if not any(self.blocks[b].overlaps(loc.pos_start, loc.pos_end) for b in group):
-                    group.append(block_id)
-                    break
-            else:
-                groups.append([block_id])
-        return [
-            (group, self._export([(b, len(self.blocks[b].token_ids)) for b in group]))
-            for group in groups
-        ]
+    def export_block(self, block_id: int) -> tuple[BlockLoc, bytes]:
+        """A block's location and tokens, and its cells as state bytes (for disk snapshots)."""
+        loc = self.blocks.get(block_id)
+        if loc is None or not loc.holders:
+            raise EngineError(f"read_blocks: block {block_id} is not in llama.cpp memory")
+        return loc, self._export([(block_id, len(loc.token_ids))])
 
-    def import_group(self, blocks: list[tuple[int, int, list[int]]], data: bytes) -> None:
-        """(block id, pos_start, token ids) of one group and its state bytes -> cached blocks."""
-        for block_id, pos_start, token_ids in blocks:
-            self._reset(block_id)
-            self.blocks[block_id] = BlockLoc(pos_start, list(token_ids))
-        p0 = min(p for _, p, _ in blocks)
-        p1 = max(p + len(t) for _, p, t in blocks)
-        keeper = self._keeper_for(p0, p1) or self._new_holder(None, evict=True)
-        if keeper is None:
-            return  # no slot at all: the blocks stay known by their tokens and are re-decoded
-        self._import(data, keeper, [b for b, _, _ in blocks])
+    def import_block(
+        self, block_id: int, pos_start: int, token_ids: list[int], state: bytes
+    ) -> None:
+        """Make block_id hold state bytes from export_block (a keeper sequence holds them)."""
+        self._reset(block_id)
+        self.blocks[block_id] = BlockLoc(pos_start, list(token_ids))
+        keeper = self._keeper_for(pos_start, pos_start + len(token_ids))
+        keeper = keeper or self._new_holder(None, evict=True)
+        if keeper is not None:  # else the block stays known by its tokens and is re-decoded
+            self._import(state, keeper, [block_id])

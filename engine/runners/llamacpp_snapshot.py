@@ -1,14 +1,13 @@
-"""The byte format of read_blocks/write_blocks for the llama.cpp runner.
+"""The byte format of read_blocks/write_blocks for the llama.cpp runner: block-major records.
 
-The engine's prefix_store wraps these bytes (model digest, runner, dtype, block hashes, checksum),
-so this only has to describe the blocks. Layout, little-endian:
+The engine's prefix_store wraps these bytes (model digest, runner, dtype, block hashes, checksum)
+and slices them per block (a snapshot of n blocks can restore its first k), so every block is
+one record and all records of one call have the same size. Record layout, little-endian:
 
-    magic b"EMBLLCPP", u32 version, u32 num_groups
-    per group: u32 num_blocks,
-               per block: u32 index (into block_ids), i32 pos_start, u32 num_tokens, i32 tokens[num_tokens]
-               u64 num_state_bytes, state bytes (llama_state_seq_get_data of the group)
+    magic b"EMLB", u16 version, u16 block_size, i32 pos_start, u32 num_tokens, u64 num_state_bytes
+    i32 tokens[block_size] (the first num_tokens used), state bytes, zero padding
 
-A group is a set of blocks with non-overlapping positions (one llama sequence's worth).
+The state is `llama_state_seq_get_data` of a sequence holding just that block's cells.
 """
 
 from __future__ import annotations
@@ -18,83 +17,54 @@ from dataclasses import dataclass
 
 from ember.engine.errors import EngineError
 
-MAGIC = b"EMBLLCPP"
+MAGIC = b"EMLB"
 VERSION = 1
+_HEADER = struct.Struct("<4sHHiIQ")
 
 
 @dataclass(frozen=True)
-class SnapshotBlock:
-    """One block of a snapshot group."""
+class BlockRecord:
+    """One block: where it sits, what it holds, and its KV cells as llama.cpp state bytes."""
 
-    index: int  # position in the block_ids list given to read_blocks/write_blocks
     pos_start: int
     token_ids: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class SnapshotGroup:
-    """Blocks stored in one llama sequence state."""
-
-    blocks: tuple[SnapshotBlock, ...]
     state: bytes
 
 
-def pack(groups: list[SnapshotGroup]) -> bytes:
-    """Serialize groups."""
-    out = [MAGIC, struct.pack("<II", VERSION, len(groups))]
-    for group in groups:
-        out.append(struct.pack("<I", len(group.blocks)))
-        for block in group.blocks:
-            out.append(struct.pack("<IiI", block.index, block.pos_start, len(block.token_ids)))
-            out.append(struct.pack(f"<{len(block.token_ids)}i", *block.token_ids))
-        out.append(struct.pack("<Q", len(group.state)))
-        out.append(group.state)
-    return b"".join(out)
+def _record(block: BlockRecord, block_size: int) -> bytes:
+    if len(block.token_ids) > block_size:
+        raise EngineError(f"block of {len(block.token_ids)} tokens exceeds block_size {block_size}")
+    padded = list(block.token_ids) + [0] * (block_size - len(block.token_ids))
+    header = _HEADER.pack(
+        MAGIC, VERSION, block_size, block.pos_start, len(block.token_ids), len(block.state)
+    )
+    return header + struct.pack(f"<{block_size}i", *padded) + block.state
 
 
-class _Reader:
-    def __init__(self, data: bytes) -> None:
-        self.data = memoryview(data)
-        self.offset = 0
-
-    def take(self, fmt: str) -> tuple[int, ...]:
-        size = struct.calcsize(fmt)
-        if self.offset + size > len(self.data):
-            raise EngineError("llama.cpp snapshot is truncated")
-        values = struct.unpack_from(fmt, self.data, self.offset)
-        self.offset += size
-        return values
-
-    def raw(self, size: int) -> bytes:
-        if self.offset + size > len(self.data):
-            raise EngineError("llama.cpp snapshot is truncated")
-        chunk = bytes(self.data[self.offset : self.offset + size])
-        self.offset += size
-        return chunk
+def pack(blocks: list[BlockRecord], block_size: int) -> bytes:
+    """Records of equal size (zero-padded to the longest), concatenated in order."""
+    records = [_record(block, block_size) for block in blocks]
+    size = max((len(r) for r in records), default=0)
+    return b"".join(r.ljust(size, b"\0") for r in records)
 
 
-def unpack(data: bytes, num_blocks: int, block_size: int) -> list[SnapshotGroup]:
-    """Parse and validate bytes from pack() for num_blocks blocks; EngineError when malformed."""
-    reader = _Reader(data)
-    if reader.raw(len(MAGIC)) != MAGIC:
-        raise EngineError("not a llama.cpp runner snapshot (bad magic)")
-    version, num_groups = reader.take("<II")
-    if version != VERSION:
-        raise EngineError(f"llama.cpp snapshot version {version} is not {VERSION}")
-    groups: list[SnapshotGroup] = []
-    seen: set[int] = set()
-    for _ in range(num_groups):
-        (count,) = reader.take("<I")
-        blocks = []
-        for _ in range(count):
-            index, pos_start, num_tokens = reader.take("<IiI")
-            if index >= num_blocks or index in seen or not 0 < num_tokens <= block_size:
-                raise EngineError(f"llama.cpp snapshot: bad block entry {index}/{num_tokens}")
-            seen.add(index)
-            tokens = reader.take(f"<{num_tokens}i")
-            blocks.append(SnapshotBlock(index, pos_start, tokens))
-        (state_size,) = reader.take("<Q")
-        groups.append(SnapshotGroup(tuple(blocks), reader.raw(state_size)))
-    if len(seen) != num_blocks or reader.offset != len(reader.data):
-        raise EngineError(f"llama.cpp snapshot holds {len(seen)} blocks, expected {num_blocks}")
-    return groups
+def unpack(data: bytes, num_blocks: int, block_size: int) -> list[BlockRecord]:
+    """Split and validate bytes from pack(); EngineError naming the problem when malformed."""
+    if num_blocks <= 0 or not data or len(data) % num_blocks:
+        raise EngineError(f"llama.cpp snapshot of {len(data)} bytes is not {num_blocks} records")
+    size = len(data) // num_blocks
+    tokens_size = 4 * block_size
+    out = []
+    for index in range(num_blocks):
+        record = data[index * size : (index + 1) * size]
+        if len(record) < _HEADER.size + tokens_size:
+            raise EngineError("llama.cpp snapshot record is truncated")
+        magic, version, bs, pos_start, count, state_len = _HEADER.unpack_from(record)
+        if magic != MAGIC or version != VERSION or bs != block_size:
+            raise EngineError(f"not a llama.cpp runner snapshot (v{version}, block size {bs})")
+        start = _HEADER.size + tokens_size
+        if not 0 < count <= block_size or start + state_len > len(record):
+            raise EngineError(f"llama.cpp snapshot record {index} is malformed")
+        tokens = struct.unpack_from(f"<{count}i", record, _HEADER.size)
+        out.append(BlockRecord(pos_start, tokens, bytes(record[start : start + state_len])))
+    return out

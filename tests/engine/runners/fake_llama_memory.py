@@ -8,7 +8,7 @@ the sequence's highest position + 1.
 
 from __future__ import annotations
 
-import json
+import struct
 from dataclasses import dataclass, field
 
 from ember.engine.errors import EngineError
@@ -61,17 +61,18 @@ class FakeLlamaMemory:
                 cell.pos += delta
 
     def state_get(self, seq: int) -> bytes:
+        """Fixed-size binary like llama.cpp's: (pos, token) int32 pairs per cell."""
         self.ops.append("get")
-        return json.dumps([(c.pos, c.token) for c in self.cells if seq in c.seqs]).encode()
+        cells = [(c.pos, c.token) for c in self.cells if seq in c.seqs]
+        return struct.pack(f"<{2 * len(cells)}i", *(v for cell in cells for v in cell))
 
     def state_set(self, seq: int, data: bytes) -> None:
         self.ops.append("set")
         self.seq_rm(seq, -1, -1)
-        try:
-            items = json.loads(data)
-        except ValueError as exc:
-            raise EngineError("bad state") from exc
-        self.cells += [Cell(pos, token, {seq}) for pos, token in items]
+        if len(data) % 8:
+            raise EngineError("bad state")
+        values = struct.unpack(f"<{len(data) // 4}i", data)
+        self.cells += [Cell(p, t, {seq}) for p, t in zip(values[::2], values[1::2], strict=True)]
 
     def decode(self, seq: int, tokens: list[int], positions: list[int]) -> None:
         """What llama_decode does to memory, with its consecutive-position check."""

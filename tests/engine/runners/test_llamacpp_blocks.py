@@ -118,27 +118,29 @@ def test_lost_blocks_are_decoded_again_from_their_tokens() -> None:
     assert mem.view(p.llama_seq) == list(enumerate([1, 2, 3, 4, 5, 6, 7, 8, 0]))
 
 
-def test_snapshot_groups_round_trip_through_state_bytes() -> None:
+def test_snapshot_blocks_round_trip_through_state_bytes() -> None:
     bm, mem = make()
     run(bm, mem, prefill(1, list(range(20, 30)), [0, 1, 2]))
-    groups = bm.export_groups([0, 1, 2])
-    assert len(groups) == 1
+    exported = [bm.export_block(b) for b in (0, 1, 2)]
     fresh, fresh_mem = make()
-    members, data = groups[0]
-    fresh.import_group(
-        [(b + 10, bm.blocks[b].pos_start, bm.blocks[b].token_ids) for b in members], data
-    )
+    for block_id, (loc, state) in zip((10, 11, 12), exported, strict=True):
+        fresh.import_block(block_id, loc.pos_start, loc.token_ids, state)
     p = run(fresh, fresh_mem, SeqStep(5, [1], [10], 10, [10, 11, 12], 1))
     assert p.num_recomputed == 0
     assert fresh_mem.view(p.llama_seq) == list(enumerate([*range(20, 30), 1]))
 
 
-def test_overlapping_blocks_export_as_separate_groups() -> None:
+def test_a_suffix_of_a_snapshot_restores_next_to_cached_blocks() -> None:
     bm, mem = make()
-    run(bm, mem, prefill(1, [1, 2, 3, 4], [0]))
-    run(bm, mem, prefill(2, [5, 6, 7, 8], [1]))
-    groups = bm.export_groups([0, 1])
-    assert [g for g, _ in groups] == [[0], [1]]
+    run(bm, mem, prefill(1, list(range(40, 52)), [0, 1, 2]))
+    fresh, fresh_mem = make()
+    run(fresh, fresh_mem, prefill(1, list(range(40, 44)), [5]))  # block 0's tokens, in RAM
+    fresh.release(1)
+    for block_id, source in ((6, 1), (7, 2)):
+        loc, state = bm.export_block(source)
+        fresh.import_block(block_id, loc.pos_start, loc.token_ids, state)
+    p = run(fresh, fresh_mem, SeqStep(2, [9], [12], 12, [5, 6, 7, 8], 1))
+    assert fresh_mem.view(p.llama_seq) == list(enumerate([*range(40, 52), 9]))
 
 
 def test_a_step_that_does_not_follow_the_cache_is_refused() -> None:
