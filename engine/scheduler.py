@@ -10,6 +10,7 @@ is recomputed later, usually from the prefix cache); with a sink window a full c
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -18,6 +19,8 @@ from ember.engine.block_manager import BlockManager, CopyOp
 from ember.engine.errors import EngineError
 from ember.engine.sequence import SeqStatus, Sequence
 from ember.engine.streaming import ShiftOp, SinkWindow
+
+log = logging.getLogger("ember.engine.scheduler")
 
 
 class Proposer(Protocol):
@@ -183,6 +186,8 @@ class Scheduler:
         hit_tokens = len(self.blocks.match_prefix(seq.token_ids)) * self.blocks.block_size
         num_tokens = min(seq.num_tokens - hit_tokens, self._chunk, budget)
         if not self.blocks.can_allocate(seq, hit_tokens + num_tokens):
+            if seq.last_reason != "wait":
+                log.info("seq %d waits: its KV blocks do not fit yet", seq.seq_id)
             seq.last_reason = "wait"
             return None
         hit_tokens = self.blocks.allocate(seq, hit_tokens + num_tokens)
@@ -209,6 +214,7 @@ class Scheduler:
         if eviction is None:
             return
         seq.last_reason = "evict"
+        log.debug("seq %d evicts %d tokens after its sinks", seq.seq_id, eviction.num_tokens)
         out.evicted_tokens += eviction.num_tokens
         out.copies += eviction.copies
         if eviction.shift is not None:

@@ -11,8 +11,8 @@ k* = 0 turns drafting off for that step. Everything is measured online:
 - T(0), c: the time from one proposal of a sequence to its next is one engine step; steps that
   drafted nothing update T(0), steps that drafted k update c = (T - T(0)) / k (decayed means).
 A plain step is forced now and then (every `probe_every` drafting steps) so T(0) stays fresh,
-and while drafting is off a short probe (or a free "shadow" proposal for a proposer whose
-guesses cost nothing, such as lookup) keeps measuring a.
+and while drafting is off a probe every `probe_every` steps re-measures a and c (a proposer
+whose guesses cost nothing, such as lookup, also scores a "shadow" guess at every step).
 """
 
 from __future__ import annotations
@@ -101,9 +101,10 @@ class AdaptiveDraftLength:
         track = self._tracks.get(seq.seq_id)
         if track is not None:
             self._measure(seq, track, now)
+        limit = min(limit, self.max_tokens)
         if not self.enabled:
             return limit
-        best = self._best(self.rate(seq.seq_id), min(limit, self.max_tokens))
+        best = self._best(self.rate(seq.seq_id), limit)
         if best > 0:
             self._off_steps = 0
             self._since_plain += 1
@@ -113,8 +114,10 @@ class AdaptiveDraftLength:
                 return 0  # one plain step to measure T(0)
             return best
         self._off_steps += 1
-        if not self.free_guesses and self._off_steps % self.probe_every == 0:
-            return min(2, limit)  # probe the acceptance rate
+        if self._off_steps % self.probe_every == 0:
+            # probe: free guesses already measure a, so re-measure the cost of a full step;
+            # otherwise a short step measures a (a stale cost estimate must not keep k at 0)
+            return limit if self.free_guesses else min(2, limit)
         return 0
 
     def record(self, seq: Sequence, drafts: list[int], num_sent: int) -> None:

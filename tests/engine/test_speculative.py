@@ -189,3 +189,13 @@ def test_create_proposer_choices() -> None:
         create_proposer(EngineOptions(model="fake", draft="self"), runner)
     with pytest.raises(EmberError, match="nope"):
         create_proposer(EngineOptions(model="fake", draft="/nope/missing.gguf"), runner)
+
+
+def test_auto_is_off_where_verification_is_not_batch_invariant() -> None:
+    from dataclasses import replace
+
+    runner = FakeRunner()
+    runner.info = replace(runner.info, name="llama.cpp")
+    assert create_proposer(EngineOptions(model="x", draft="auto"), runner) is None
+    explicit = create_proposer(EngineOptions(model="x", draft="lookup"), runner)
+    assert isinstance(explicit, PromptLookupProposer)

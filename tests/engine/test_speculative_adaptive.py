@@ -81,7 +81,7 @@ def test_free_guesses_measure_acceptance_while_off() -> None:
     controller = AdaptiveDraftLength(4, clock=clock, free_guesses=True)
     controller.cost = CostModel(plain_s=0.02, per_draft_s=0.02)  # drafts as dear as a step
     seq = Sequence([4, 5, 6])
-    for _ in range(20):  # every guess right, but nothing was ever verified
+    for _ in range(15):  # every guess right, nothing verified (a probe comes at step 16)
         k = controller.begin(seq, 4)
         controller.record(seq, [9], k)
         seq.token_ids += [9] * min(k, 1) + [9]
@@ -94,3 +94,10 @@ def test_free_guesses_measure_acceptance_while_off() -> None:
 def test_disabled_controller_always_drafts_the_limit() -> None:
     controller = AdaptiveDraftLength(4, enabled=False)
     assert controller.begin(Sequence([1, 2]), 3) == 3
+
+
+def test_probes_never_exceed_the_cap() -> None:
+    clock = Clock()
+    controller = AdaptiveDraftLength(1, clock=clock, free_guesses=True)
+    chosen = simulate(controller, clock, accept=0, plain_s=0.02, per_draft_s=0.05, steps=40)
+    assert max(chosen) == 1 and chosen.count(0) > 30

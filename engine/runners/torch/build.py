@@ -11,6 +11,7 @@ from ember.engine.runners.torch.config import ModelConfig
 from ember.engine.runners.torch.layers.embedding import QEmbedding
 from ember.engine.runners.torch.layers.linear import WEIGHT_FORMATS, QLinear
 from ember.engine.runners.torch.layers.norm import RMSNorm
+from ember.engine.runners.torch.layers.quantize import build_linear
 from ember.engine.runners.torch.loader import ModelSource
 from ember.engine.runners.torch.model import DecoderLayer, LayerWeights, Transformer
 from ember.engine.runners.torch.weights import (
@@ -33,18 +34,20 @@ class BuildOptions:
     def __post_init__(self) -> None:
         for name in ("weight_format", "head_format"):
             if getattr(self, name) not in ("auto", *WEIGHT_FORMATS):
-                raise EngineError(f"{name}={getattr(self, name)!r}: use auto, dense, int8 or int4")
+                raise EngineError(
+                    f"{name}={getattr(self, name)!r}: use auto, dense, int8, int4 or int8g"
+                )
 
 
 def resolve_format(option: str, tensors: list[WeightTensor]) -> str:
-    """auto: 4-bit sources -> int4, 5..8-bit -> int8 (the finest member of a fused group wins)."""
+    """auto: 4-bit sources -> int4, 5..8-bit -> int8g (8-bit groups; the finest member of a fused group wins)."""
     if option != "auto":
         return option
     qtypes = {t.qtype for t in tensors}
     if qtypes <= INT4_SOURCES:
         return "int4"
     if qtypes <= INT4_SOURCES | INT8_SOURCES:
-        return "int8"
+        return "int8g"
     return "dense"
 
 
@@ -68,25 +71,18 @@ class _Builder:
         self, names: list[str], option: str, permute: dict[str, int] | None = None
     ) -> QLinear:
         tensors = [self.tensor(f"{n}.weight") for n in names]
-        weights = []
-        for name, t in zip(names, tensors, strict=True):
-            w = t.to_float()
-            if permute and name in permute:
-                w = unpermute_rope_rows(w, permute[name])
-            weights.append(w)
+        fixes = [_row_fix(permute.get(n) if permute else None) for n in names]
         biases = [f"{n}.bias" for n in names]
         bias = None
         if any(self.has(b) for b in biases):
             bias = torch.cat(
                 [
-                    self.tensor(b).to_float() if self.has(b) else torch.zeros(w.shape[0])
-                    for b, w in zip(biases, weights, strict=True)
+                    self.tensor(b).to_float() if self.has(b) else torch.zeros(t.shape[0])
+                    for b, t in zip(biases, tensors, strict=True)
                 ]
             )
-        weight = weights[0] if len(weights) == 1 else torch.cat(weights)
-        return QLinear(
-            weight, bias, resolve_format(option, tensors), self.opts.dtype, self.opts.device
-        )
+        fmt = resolve_format(option, tensors)
+        return build_linear(tensors, fixes, bias, fmt, self.opts.dtype, self.opts.device)
 
     def layer(self, i: int) -> DecoderLayer:
         p, cfg, fmt = f"blk.{i}.", self.cfg, self.opts.weight_format
@@ -128,6 +124,12 @@ class _Builder:
             "token_embd" if self.cfg.tie_embeddings or not self.has("output.weight") else "output"
         )
         return self.linear([name], self.opts.head_format)
+
+
+def _row_fix(n_heads: int | None):  # type: ignore[no-untyped-def]
+    if n_heads is None:
+        return None
+    return lambda w: unpermute_rope_rows(w, n_heads)
 
 
 def build_model(src: ModelSource, opts: BuildOptions) -> Transformer:

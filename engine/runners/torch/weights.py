@@ -6,7 +6,7 @@ Names are GGUF's (`blk.0.attn_q.weight`); the arch modules map HF names onto the
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +33,19 @@ class WeightTensor:
         if self.load is not None:
             return self.load().float().reshape(self.shape)
         return _dequantize(self.raw, self.qtype, self.shape)
+
+    def row_chunks(self, chunk_rows: int) -> Iterator[torch.Tensor]:
+        """The tensor as float32 (rows, cols) chunks of chunk_rows rows (bounded temporaries)."""
+        if self.load is not None or len(self.shape) != 2:
+            yield self.to_float()
+            return
+        rows, cols = self.shape
+        row_bytes = self.raw.size // rows
+        for start in range(0, rows, chunk_rows):
+            stop = min(rows, start + chunk_rows)
+            yield _dequantize(
+                self.raw[start * row_bytes : stop * row_bytes], self.qtype, (stop - start, cols)
+            )
 
     def rows(self, ids: torch.Tensor) -> torch.Tensor:
         """float32 rows `ids` of a (rows, cols) tensor, reading only those rows."""

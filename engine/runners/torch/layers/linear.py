@@ -1,67 +1,62 @@
-"""A linear layer whose weight is dense (f32/bf16/f16), int8 per channel or int4 group-32."""
+"""A linear layer whose weight is dense, int8 per channel, int4 group-32 or 8-bit group-32."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 from torch import nn
 
-from ember.engine.runners.torch.layers.pack import (
-    Int4Weight,
-    Int8Weight,
-    int4_matmul,
-    int8_matmul,
-    quantize_int4,
-    quantize_int8,
-)
+from ember.engine.runners.torch.layers.pack import Int4Weight, Int8Weight, int4_matmul, int8_matmul
 
-WEIGHT_FORMATS = ("dense", "int8", "int4")
-DENSE_PREFILL_TOKENS = 32  # from this many tokens on, a quantized layer dequantizes and runs dense
+WEIGHT_FORMATS = ("dense", "int8", "int4", "int8g")
+DENSE_PREFILL_TOKENS = 64  # from this many tokens on, dequantize (when possible) and run dense
+
+DenseFn = Callable[[], torch.Tensor]  # rebuilds the float32 (out, in) weight from the file
 
 
 class QLinear(nn.Module):
-    """y = x W^T + b with W stored in one of WEIGHT_FORMATS."""
+    """y = x W^T + b with W in one of WEIGHT_FORMATS (set exactly one of dense/q8/q4)."""
 
     def __init__(
         self,
-        weight: torch.Tensor,  # (out, in) float
+        out_features: int,
+        in_features: int,
         bias: torch.Tensor | None,
-        fmt: str,
         dtype: torch.dtype,
-        device: torch.device,
+        dense: torch.Tensor | None = None,
+        q8: Int8Weight | None = None,
+        q4: list[Int4Weight] | None = None,  # int4: one plane; int8g: low and high planes
+        dense_fn: DenseFn | None = None,  # for prefill: the float weight straight from the file
     ) -> None:
         super().__init__()
-        if fmt == "int4" and weight.shape[1] % 32:
-            fmt = "int8"  # int4 groups need in_features % 32 == 0
-        self.fmt = fmt
+        self.out_features, self.in_features = out_features, in_features
         self.dtype = dtype
-        self.out_features, self.in_features = weight.shape
-        self.bias = bias.to(device=device, dtype=dtype) if bias is not None else None
-        self.dense: torch.Tensor | None = None
-        self.q8: Int8Weight | None = None
-        self.q4: Int4Weight | None = None
-        if fmt == "dense":
-            self.dense = weight.to(device=device, dtype=dtype).contiguous()
-        elif fmt == "int8":
-            self.q8 = quantize_int8(weight.to(device), dtype)
-        elif fmt == "int4":
-            self.q4 = quantize_int4(weight.to(device), dtype)
-        else:
-            raise ValueError(f"weight format {fmt!r}: use one of {WEIGHT_FORMATS}")
-
-    def weight(self) -> torch.Tensor:
-        """The dense (out, in) weight in the compute dtype (dequantized on demand)."""
-        if self.dense is not None:
-            return self.dense
-        packed = self.q8 if self.q8 is not None else self.q4
-        assert packed is not None
-        return packed.dequantize(self.dtype)
+        self.bias = bias.to(dtype) if bias is not None else None
+        self.dense, self.q8, self.q4, self.dense_fn = dense, q8, q4, dense_fn
+        self.fmt = (
+            "dense"
+            if dense is not None
+            else "int8"
+            if q8 is not None
+            else "int4"
+            if q4 and len(q4) == 1
+            else "int8g"
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (T, in) -> (T, out)
-        if self.dense is not None or x.shape[0] >= DENSE_PREFILL_TOKENS:
-            y = torch.nn.functional.linear(x, self.weight())
+        if self.dense is not None:
+            y = torch.nn.functional.linear(x, self.dense)
+        elif self.dense_fn is not None and x.shape[0] >= DENSE_PREFILL_TOKENS:
+            y = torch.nn.functional.linear(x, self.dense_fn().to(device=x.device, dtype=x.dtype))
         elif self.q8 is not None:
-            y = int8_matmul(x, self.q8)
+            if x.shape[0] >= DENSE_PREFILL_TOKENS:
+                y = torch.nn.functional.linear(x, self.q8.dequantize(x.dtype))
+            else:
+                y = int8_matmul(x, self.q8)
         else:
             assert self.q4 is not None
-            y = int4_matmul(x, self.q4)
+            y = int4_matmul(x, self.q4[0])
+            for plane in self.q4[1:]:
+                y = y + int4_matmul(x, plane)
         return y + self.bias if self.bias is not None else y

@@ -1,0 +1,55 @@
+"""`ember bench [MODEL] [--json]`: the torch runner and llama.cpp side by side on one GGUF."""
+
+from __future__ import annotations
+
+import argparse
+
+NAME = "bench"
+HELP = "compare the torch runner with llama.cpp: load, prefill, decode, peak memory"
+ORDER = 80
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "model",
+        nargs="?",
+        default="gemma3-270m",
+        help="model name or .gguf path (default: the starter)",
+    )
+    parser.add_argument(
+        "--threads", type=int, default=0, help="threads for both runners (0 = all cores)"
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="runs per runner; the table shows medians"
+    )
+    parser.add_argument("--prompt-tokens", type=int, default=512)
+    parser.add_argument("--decode-tokens", type=int, default=256)
+    parser.add_argument(
+        "--json", action="store_true", help="print one JSON object instead of the table"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+    import os
+    from dataclasses import asdict
+
+    from ember.engine.errors import EngineError
+    from ember.engine.runners.torch.bench import format_table, run_bench
+    from ember.models.registry import resolve_model
+
+    model = resolve_model(args.model)
+    if model.format != "gguf":
+        raise EngineError(f"{args.model}: bench compares against llama.cpp and needs a GGUF model")
+    threads = args.threads or os.cpu_count() or 1
+    try:
+        table = run_bench(
+            model.path, threads, max(1, args.repeats), args.prompt_tokens, args.decode_tokens
+        )
+    except RuntimeError as exc:
+        raise EngineError(str(exc)) from None
+    if args.json:
+        print(json.dumps({**asdict(table), "ratios": table.ratios()}))
+    else:
+        print(format_table(table))
+    return 0

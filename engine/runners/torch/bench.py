@@ -1,0 +1,195 @@
+"""Side-by-side speed and memory of the torch runner and llama-cpp-python on one GGUF.
+
+Each measurement runs in a fresh subprocess (cold start and peak RSS are per process): load,
+prefill of a fixed prompt, then greedy decode. The parent takes medians over repetitions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+RUNNERS = ("torch", "llama.cpp")
+
+
+@dataclass
+class BenchResult:
+    """One run of one runner."""
+
+    runner: str
+    load_s: float  # process start -> model ready (imports included)
+    first_token_s: float  # process start -> first generated token (cold start)
+    prefill_tok_s: float
+    decode_tok_s: float
+    peak_rss_mb: float
+
+
+def _prompt(vocab_size: int, num_tokens: int) -> list[int]:
+    import numpy as np
+
+    return [int(x) for x in np.random.default_rng(0).integers(10, vocab_size, num_tokens)]
+
+
+def _run_torch(
+    path: str, threads: int, prompt_len: int, decode_len: int, t0: float
+) -> tuple[float, float, float, float]:
+    from ember.engine.runners.base import ForwardBatch, SeqStep
+    from ember.engine.runners.torch.runner import TorchOptions, TorchRunner
+
+    runner = TorchRunner.load(path, TorchOptions(device="cpu", threads=threads))
+    load_s = time.perf_counter() - t0
+    block_size = 16
+    total = prompt_len + decode_len
+    runner.init_kv(total // block_size + 1, block_size)
+    table = list(range(total // block_size + 1))
+    ids = _prompt(runner.info.vocab_size, prompt_len)
+    t = time.perf_counter()
+    logits = runner.forward(ForwardBatch([SeqStep(0, ids, list(range(prompt_len)), 0, table)]))[0]
+    prefill_s = time.perf_counter() - t
+    first_token_s = time.perf_counter() - t0
+    t = time.perf_counter()
+    for pos in range(prompt_len, total):
+        tok = int(logits[-1].argmax())
+        logits = runner.forward(ForwardBatch([SeqStep(0, [tok], [pos], pos, table)]))[0]
+    return load_s, first_token_s, prompt_len / prefill_s, decode_len / (time.perf_counter() - t)
+
+
+def _run_llamacpp(
+    path: str, threads: int, prompt_len: int, decode_len: int, t0: float
+) -> tuple[float, float, float, float]:
+    import llama_cpp
+    import numpy as np
+    from llama_cpp import Llama
+
+    llm = Llama(
+        path,
+        n_ctx=prompt_len + decode_len + 16,
+        n_batch=prompt_len,
+        n_threads=threads,
+        n_threads_batch=threads,
+        verbose=False,
+    )
+    load_s = time.perf_counter() - t0
+    ids = _prompt(llm.n_vocab(), prompt_len)
+    t = time.perf_counter()
+    llm.eval(ids)
+    prefill_s = time.perf_counter() - t
+    first_token_s = time.perf_counter() - t0
+    vocab = llm.n_vocab()
+
+    def last_logits() -> np.ndarray:
+        ptr = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1)
+        return np.ctypeslib.as_array(ptr, shape=(vocab,))
+
+    t = time.perf_counter()
+    for _ in range(decode_len):
+        tok = int(np.argmax(last_logits()))
+        llm.eval([tok])
+    return load_s, first_token_s, prompt_len / prefill_s, decode_len / (time.perf_counter() - t)
+
+
+def child_main(argv: list[str]) -> None:
+    """Subprocess entry: runner path threads prompt_len decode_len -> one JSON line."""
+    t0 = time.perf_counter()
+    runner, path = argv[0], argv[1]
+    threads, prompt_len, decode_len = (int(a) for a in argv[2:5])
+    run = _run_torch if runner == "torch" else _run_llamacpp
+    load_s, first_s, prefill, decode = run(path, threads, prompt_len, decode_len, t0)
+    import resource
+
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+    print(json.dumps(asdict(BenchResult(runner, load_s, first_s, prefill, decode, rss_mb))))
+
+
+def run_once(
+    runner: str, path: Path, threads: int, prompt_len: int, decode_len: int
+) -> BenchResult:
+    """One measurement of runner in a fresh Python process."""
+    import ember
+
+    root = str(Path(ember.__file__).resolve().parent.parent)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
+    }
+    code = "import sys; from ember.engine.runners.torch.bench import child_main; child_main(sys.argv[1:])"
+    args = [
+        sys.executable,
+        "-c",
+        code,
+        runner,
+        str(path),
+        str(threads),
+        str(prompt_len),
+        str(decode_len),
+    ]
+    proc = subprocess.run(args, capture_output=True, text=True, env=env, check=False)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"bench {runner} failed: {tail}")
+    return BenchResult(**json.loads(lines[-1]))
+
+
+@dataclass
+class BenchTable:
+    """Medians per runner over repetitions."""
+
+    model: str
+    threads: int
+    repeats: int
+    prompt_tokens: int
+    decode_tokens: int
+    gguf_mb: float
+    medians: dict[str, dict[str, float]]
+
+    def ratios(self) -> dict[str, float]:
+        """torch / llama.cpp per metric."""
+        a, b = self.medians["torch"], self.medians["llama.cpp"]
+        return {k: a[k] / b[k] if b[k] else float("nan") for k in a}
+
+
+def run_bench(
+    path: Path, threads: int, repeats: int, prompt_len: int = 512, decode_len: int = 256
+) -> BenchTable:
+    """Alternate the two runners repeats times; medians of every metric."""
+    results: dict[str, list[BenchResult]] = {r: [] for r in RUNNERS}
+    for _ in range(repeats):
+        for runner in RUNNERS:
+            results[runner].append(run_once(runner, path, threads, prompt_len, decode_len))
+    medians = {
+        r: {
+            k: statistics.median(getattr(x, k) for x in rs)
+            for k in ("load_s", "first_token_s", "prefill_tok_s", "decode_tok_s", "peak_rss_mb")
+        }
+        for r, rs in results.items()
+    }
+    return BenchTable(
+        str(path), threads, repeats, prompt_len, decode_len, path.stat().st_size / 2**20, medians
+    )
+
+
+def format_table(t: BenchTable) -> str:
+    """The human-readable table with a ratio column."""
+    rows = [
+        ("load (s)", "load_s", "{:.2f}"),
+        ("first token, cold (s)", "first_token_s", "{:.2f}"),
+        (f"prefill tok/s ({t.prompt_tokens} tokens)", "prefill_tok_s", "{:.1f}"),
+        (f"decode tok/s ({t.decode_tokens} tokens)", "decode_tok_s", "{:.1f}"),
+        ("peak RSS (MiB)", "peak_rss_mb", "{:.0f}"),
+    ]
+    ratios = t.ratios()
+    lines = [
+        f"{Path(t.model).name}: {t.gguf_mb:.0f} MiB, {t.threads} threads, median of {t.repeats}",
+        f"{'metric':<28}{'torch':>10}{'llama.cpp':>12}{'ratio':>8}",
+    ]
+    for label, key, fmt in rows:
+        a, b = t.medians["torch"][key], t.medians["llama.cpp"][key]
+        lines.append(f"{label:<28}{fmt.format(a):>10}{fmt.format(b):>12}{ratios[key]:>7.2f}x")
+    return "\n".join(lines)
