@@ -20,7 +20,12 @@ def parse_bytes(text: str) -> int:
 
 def add_engine_flags(parser: argparse.ArgumentParser) -> None:
     """Flags that choose how the model is loaded; defaults come from the settings file."""
-    parser.add_argument("--runner", help="torch | llama.cpp | auto (default: settings)")
+    parser.add_argument("--runner", help="torch | llama.cpp | remote | auto (default: settings)")
+    parser.add_argument(
+        "--remote",
+        metavar="URL",
+        help="an OpenAI-compatible server to run MODEL on (key: $EMBER_REMOTE_API_KEY)",
+    )
     parser.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"))
     parser.add_argument("--threads", type=int, help="CPU threads (0 = physical cores)")
     parser.add_argument("--ctx", type=int, help="context limit in tokens")
@@ -60,10 +65,13 @@ def engine_options(args: argparse.Namespace, **overrides: Any) -> Any:
         return default if value is None else value
 
     runner = pick("runner", settings.runner)
-    if runner not in ("auto", "torch", "llama.cpp", "fake"):
+    remote_url = getattr(args, "remote", None) or ""
+    if remote_url:
+        runner = "remote"
+    if runner not in ("auto", "torch", "llama.cpp", "remote", "fake"):
         from ember.engine.errors import EngineError
 
-        raise EngineError(f"--runner {runner!r}: choose torch, llama.cpp or auto")
+        raise EngineError(f"--runner {runner!r}: choose torch, llama.cpp, remote or auto")
     options: dict[str, Any] = {
         "model": args.model,
         "runner": runner,
@@ -76,6 +84,7 @@ def engine_options(args: argparse.Namespace, **overrides: Any) -> Any:
         "prefix_cache": settings.prefix_cache and not getattr(args, "no_prefix_cache", False),
         "draft": pick("draft", settings.draft),
         "draft_tokens": pick("draft_tokens", settings.draft_tokens),
+        "remote_url": remote_url,
     }
     options.update(overrides)
     return EngineOptions(**options)

@@ -1,0 +1,32 @@
+"""`ember run --remote URL --model NAME` runs a model on an OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from tests.engine.runners.remote_server import serve
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, EMBER_REMOTE_API_KEY="k")
+    return subprocess.run([sys.executable, "-m", "ember", "run", *args],
+                          capture_output=True, text=True, timeout=120, env=env)
+
+
+def test_run_remote_streams_and_reports_runner() -> None:
+    with serve(api_key="k") as server:
+        out = _run("ok", "Say hello", "--remote", server.url, "--json")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["text"] == "Hello, world!" and result["runner"] == "remote"
+    assert server.requests[-1]["messages"][-1]["content"] == "Say hello"
+
+
+def test_run_remote_error_is_one_line() -> None:
+    with serve(api_key="k") as server:
+        out = _run("e500", "Say hello", "--remote", server.url)
+    assert out.returncode != 0
+    assert len(out.stderr.strip().splitlines()) == 1 and "500" in out.stderr
