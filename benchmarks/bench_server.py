@@ -17,6 +17,9 @@ import sys
 import threading
 import time
 import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent  # `python -m ember` works from a checkout
 
 
 def _free_port() -> int:
@@ -80,7 +83,7 @@ def main() -> int:
     url = f"http://127.0.0.1:{port}"
     cmd = [sys.executable, "-m", "ember", "serve", "--port", str(port), "--model", args.model,
            "--runner", args.runner]
-    proc = subprocess.Popen(cmd, env=dict(os.environ))
+    proc = subprocess.Popen(cmd, env=dict(os.environ), cwd=ROOT)
     rows = []
     try:
         _wait_healthy(url, proc)

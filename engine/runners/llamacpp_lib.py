@@ -62,11 +62,28 @@ class ContextConfig:
     flash_attn: bool = False
 
 
+def quiet_llama_logs() -> None:
+    """Keep llama.cpp's log chatter off stderr (EMBER_LLAMA_VERBOSE=1 shows it).
+
+    Ember reports load and decode failures itself (EngineError naming the file). All levels are
+    muted: llama-cpp-python's level table predates ggml's current enum, so its "error" filter
+    lets warnings through.
+    """
+    import logging
+    import os
+
+    from llama_cpp import _logger  # the log callback llama-cpp-python installs at import
+
+    verbose = os.environ.get("EMBER_LLAMA_VERBOSE") == "1"
+    _logger.logger.setLevel(logging.DEBUG if verbose else logging.CRITICAL + 1)
+
+
 def load_model(path: Path, gpu_layers: int, use_mmap: bool = True, use_mlock: bool = False) -> Any:
     """llama_model_load_from_file with Ember's options; EngineError naming the file on failure."""
     llama = lib()
     if not path.is_file():
         raise EngineError(f"{path}: no such GGUF file")
+    quiet_llama_logs()
     params = llama.llama_model_default_params()
     params.n_gpu_layers = gpu_layers
     params.use_mmap = use_mmap
