@@ -8,6 +8,8 @@ imports no torch: the TUI imports it freely. `Engine` and `EngineThread` impleme
 from __future__ import annotations
 
 import itertools
+import queue
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
@@ -45,8 +47,16 @@ class SamplingParams:
             ("top_p", 0.0 < self.top_p <= 1.0, "must be in (0, 1]"),
             ("min_p", 0.0 <= self.min_p <= 1.0, "must be in [0, 1]"),
             ("repeat_penalty", 0.0 < self.repeat_penalty <= 100.0, "must be in (0, 100]"),
-            ("presence_penalty", -100.0 <= self.presence_penalty <= 100.0, "must be in [-100, 100]"),
-            ("frequency_penalty", -100.0 <= self.frequency_penalty <= 100.0, "must be in [-100, 100]"),
+            (
+                "presence_penalty",
+                -100.0 <= self.presence_penalty <= 100.0,
+                "must be in [-100, 100]",
+            ),
+            (
+                "frequency_penalty",
+                -100.0 <= self.frequency_penalty <= 100.0,
+                "must be in [-100, 100]",
+            ),
             ("penalty_last_n", self.penalty_last_n >= 0, "must be >= 0"),
             ("max_tokens", self.max_tokens >= 1, "must be >= 1"),
             ("stop", len(self.stop) <= 16 and all(self.stop), "at most 16 non-empty strings"),
@@ -174,6 +184,43 @@ class EngineInfo:
     architecture: str
     context_limit: int
     features: dict[str, bool] = field(default_factory=dict)  # sink_window, prefix_cache, draft...
+
+
+class EventStream:
+    """The event queue behind every RequestHandle: a producer thread push()es events, any
+    thread iterates them; result() waits for the Finished event. Subclasses add abort()."""
+
+    def __init__(self) -> None:
+        self._events: queue.Queue[Event] = queue.Queue()
+        self._done = threading.Event()
+        self._final: Finished | None = None
+
+    def push(self, event: Event) -> None:
+        """Deliver one event (ignored once the request has finished)."""
+        if self._done.is_set():
+            return
+        if isinstance(event, Finished):
+            self._final = event
+        self._events.put(event)
+        if isinstance(event, Finished):
+            self._done.set()
+
+    def __iter__(self) -> Iterator[Event]:
+        while True:
+            event = self._events.get()
+            yield event
+            if isinstance(event, Finished):
+                return
+
+    def result(self) -> Finished:
+        """Block until the request finishes; return its Finished event."""
+        self._done.wait()
+        assert self._final is not None
+        return self._final
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
 
 
 class RequestHandle(Protocol):

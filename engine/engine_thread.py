@@ -7,16 +7,15 @@ drains it between steps, so requests join and leave the running batch between fo
 from __future__ import annotations
 
 import logging
-import queue
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
 from ember.engine.api import (
     EngineInfo,
     EngineOptions,
-    Event,
+    EventStream,
     Finished,
     GenerationRequest,
     Stats,
@@ -28,45 +27,17 @@ from ember.errors import EmberError
 log = logging.getLogger("ember.engine")
 
 
-class Handle:
+class Handle(EventStream):
     """A submitted request: iterate its events from any thread; abort() stops it early."""
 
     def __init__(self, owner: EngineThread, request_id: int) -> None:
+        super().__init__()
         self._owner = owner
         self.request_id = request_id
-        self._events: queue.Queue[Event] = queue.Queue()
-        self._done = threading.Event()
-        self._final: Finished | None = None
-
-    def push(self, event: Event) -> None:
-        """Called on the engine thread for each event of this request."""
-        if self._done.is_set():
-            return
-        self._events.put(event)
-        if isinstance(event, Finished):
-            self._final = event
-            self._done.set()
-
-    def __iter__(self) -> Iterator[Event]:
-        while True:
-            event = self._events.get()
-            yield event
-            if isinstance(event, Finished):
-                return
 
     def abort(self) -> None:
         """Ask the engine to stop this request; its Finished event has reason "abort"."""
         self._owner.post("abort", self.request_id)
-
-    def result(self) -> Finished:
-        """Block until the request finishes; return its Finished event."""
-        self._done.wait()
-        assert self._final is not None
-        return self._final
-
-    @property
-    def done(self) -> bool:
-        return self._done.is_set()
 
 
 class EngineThread:

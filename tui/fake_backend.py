@@ -8,17 +8,15 @@ simulates a prefix cache (tokens shared with the previous prompt count as cached
 from __future__ import annotations
 
 import itertools
-import queue
 import re
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from ember.engine.api import (
     EngineInfo,
     EngineOptions,
-    Event,
+    EventStream,
     Finished,
     GenerationRequest,
     Stats,
@@ -61,33 +59,19 @@ class FakeScript:
     echo: bool = False  # reply "You said: <last user message>" instead of the scripted replies
 
 
-class FakeHandle:
+class FakeHandle(EventStream):
     """A request being replayed on its own thread."""
 
     def __init__(self, backend: FakeBackend, request: GenerationRequest, reply: str) -> None:
-        self._events: queue.Queue[Event] = queue.Queue()
+        super().__init__()
         self._abort = threading.Event()
-        self._done = threading.Event()
-        self._finished: Finished | None = None
         self._thread = threading.Thread(
             target=self._run, args=(backend, request, reply), daemon=True, name="fake-backend"
         )
         self._thread.start()
 
-    def __iter__(self) -> Iterator[Event]:
-        while True:
-            event = self._events.get()
-            yield event
-            if isinstance(event, Finished):
-                return
-
     def abort(self) -> None:
         self._abort.set()
-
-    def result(self) -> Finished:
-        self._done.wait()
-        assert self._finished is not None
-        return self._finished
 
     def _run(self, backend: FakeBackend, request: GenerationRequest, reply: str) -> None:
         script = backend.script
@@ -114,15 +98,13 @@ class FakeHandle:
             out.append(token)
             if i == 0:
                 ttft = time.perf_counter() - start
-            self._events.put(TextDelta(token, (i,)))
+            self.push(TextDelta(token, (i,)))
         if reason in ("stop", "length") and script.fail_after_tokens is not None:
             reason, error = "error", script.error  # a reply shorter than fail_after still fails
         elapsed = max(time.perf_counter() - start - ttft, 1e-9)
         stats = backend.stats_for(prompt_tokens, cached_tokens, len(out), ttft, elapsed)
         text = "".join(out)
-        self._finished = Finished(reason, text, tuple(range(len(out))), stats, error)  # type: ignore[arg-type]
-        self._events.put(self._finished)
-        self._done.set()
+        self.push(Finished(reason, text, tuple(range(len(out))), stats, error))  # type: ignore[arg-type]
 
 
 class FakeBackend:

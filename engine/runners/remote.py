@@ -12,11 +12,9 @@ features dict reports them off.
 from __future__ import annotations
 
 import os
-import queue
 import socket
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
@@ -24,7 +22,7 @@ from urllib.parse import urlparse
 from ember.engine.api import (
     EngineInfo,
     EngineOptions,
-    Event,
+    EventStream,
     Finished,
     FinishReason,
     GenerationRequest,
@@ -105,26 +103,17 @@ def remote_config(options: EngineOptions) -> RemoteConfig | None:
     return None
 
 
-class RemoteHandle:
+class RemoteHandle(EventStream):
     """A streamed remote request: iterate its events; abort() stops it and keeps the text."""
 
     def __init__(self, backend: RemoteBackend, request: GenerationRequest) -> None:
+        super().__init__()
         self._backend = backend
         self._request = request
-        self._events: queue.Queue[Event] = queue.Queue()
         self._aborted = threading.Event()
         self._response: httpx.Response | None = None
-        self._finished: Finished | None = None
-        self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ember-remote", daemon=True)
         self._thread.start()
-
-    def __iter__(self) -> Iterator[Event]:
-        while True:
-            event = self._events.get()
-            yield event
-            if isinstance(event, Finished):
-                return
 
     def abort(self) -> None:
         """Stop the stream now (closes the connection); the reply so far is kept."""
@@ -143,12 +132,6 @@ class RemoteHandle:
         except OSError:
             pass  # already closed
 
-    def result(self) -> Finished:
-        """Block until the request finishes; return its Finished event."""
-        self._done.wait()
-        assert self._finished is not None
-        return self._finished
-
     def _run(self) -> None:
         text: list[str] = []
         stats = Stats(runner="remote", device=self._backend.config.base)
@@ -165,9 +148,7 @@ class RemoteHandle:
         elapsed = time.perf_counter() - started
         if stats.generated_tokens and elapsed > stats.ttft_s:
             stats.decode_tok_s = stats.generated_tokens / (elapsed - stats.ttft_s)
-        self._finished = Finished(reason, "".join(text), (), stats, error)
-        self._events.put(self._finished)
-        self._done.set()
+        self.push(Finished(reason, "".join(text), (), stats, error))
 
     def _stream(self, text: list[str], stats: Stats, started: float) -> FinishReason:
         path, body = request_body(self._request, self._backend.config.model)
@@ -198,7 +179,7 @@ class RemoteHandle:
             if not text:
                 stats.ttft_s = time.perf_counter() - started
             text.append(chunk.text)
-            self._events.put(TextDelta(chunk.text, ()))
+            self.push(TextDelta(chunk.text, ()))
         return chunk.finish_reason
 
 

@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
-import queue
 import threading
-from collections.abc import Iterator
 
-from ember.engine.api import EngineInfo, Event, Finished, GenerationRequest, Stats, TextDelta
+from ember.engine.api import (
+    EngineInfo,
+    EventStream,
+    Finished,
+    GenerationRequest,
+    Stats,
+    TextDelta,
+)
 
 
-class ScriptedHandle:
+class ScriptedHandle(EventStream):
     """Streams words with a pause between them until done or aborted."""
 
     def __init__(self, words: list[str], delay_s: float, max_tokens: int) -> None:
-        self._events: queue.Queue[Event] = queue.Queue()
+        super().__init__()
         self._abort = threading.Event()
-        self._done = threading.Event()
-        self._final: Finished | None = None
         self.aborted = False
         threading.Thread(target=self._run, args=(words, delay_s, max_tokens), daemon=True).start()
 
@@ -33,26 +36,12 @@ class ScriptedHandle:
                 break
             text += word
             ids.append(i)
-            self._events.put(TextDelta(word, (i,)))
+            self.push(TextDelta(word, (i,)))
         stats = Stats(runner="scripted", device="cpu", prompt_tokens=3, generated_tokens=len(ids))
-        self._final = Finished(reason, text, tuple(ids), stats)  # type: ignore[arg-type]
-        self._events.put(self._final)
-        self._done.set()
-
-    def __iter__(self) -> Iterator[Event]:
-        while True:
-            event = self._events.get()
-            yield event
-            if isinstance(event, Finished):
-                return
+        self.push(Finished(reason, text, tuple(ids), stats))  # type: ignore[arg-type]
 
     def abort(self) -> None:
         self._abort.set()
-
-    def result(self) -> Finished:
-        self._done.wait()
-        assert self._final is not None
-        return self._final
 
 
 class ScriptedBackend:
