@@ -1,11 +1,15 @@
-"""`ember bench [MODEL] [--json]`: the torch runner and llama.cpp side by side on one GGUF."""
+"""`ember bench [MODEL] [--json]`: the torch runner and llama.cpp side by side on one GGUF, then
+Ember's llama.cpp runner against raw llama-cpp-python (its overhead per token)."""
 
 from __future__ import annotations
 
 import argparse
 
 NAME = "bench"
-HELP = "compare the torch runner with llama.cpp: load, prefill, decode, peak memory"
+HELP = (
+    "compare the torch runner with llama.cpp (load, prefill, decode, peak memory) and Ember's "
+    "llama.cpp runner with raw llama-cpp-python"
+)
 ORDER = 80
 
 
@@ -42,14 +46,35 @@ def run(args: argparse.Namespace) -> int:
     if model.format != "gguf":
         raise EngineError(f"{args.model}: bench compares against llama.cpp and needs a GGUF model")
     threads = args.threads or os.cpu_count() or 1
+    from ember.engine.runners.llamacpp_bench import bench_llamacpp_runner
+
     try:
         table = run_bench(
             model.path, threads, max(1, args.repeats), args.prompt_tokens, args.decode_tokens
         )
     except RuntimeError as exc:
         raise EngineError(str(exc)) from None
+    overhead = bench_llamacpp_runner(
+        model.path,
+        threads,
+        prompt_tokens=args.prompt_tokens,
+        decode_tokens=args.decode_tokens,
+        repeats=max(1, args.repeats),
+        with_engine=False,
+    )
     if args.json:
-        print(json.dumps({**asdict(table), "ratios": table.ratios()}))
+        print(json.dumps({**asdict(table), "ratios": table.ratios(), "llamacpp_runner": overhead}))
     else:
         print(format_table(table))
+        print()
+        print(_overhead_table(overhead))
     return 0
+
+
+def _overhead_table(result: dict[str, float]) -> str:
+    """Ember's llama.cpp runner vs raw llama-cpp-python (target >= 0.95x)."""
+    lines = [f"{'llama.cpp runner':<28}{'raw':>10}{'Ember':>12}{'ratio':>8}"]
+    for label, key in (("prefill tok/s", "prefill"), ("decode tok/s", "decode")):
+        raw, ours = result[f"raw_{key}_tok_s"], result[f"ember_{key}_tok_s"]
+        lines.append(f"{label:<28}{raw:>10.1f}{ours:>12.1f}{ours / raw:>7.2f}x")
+    return "\n".join(lines)

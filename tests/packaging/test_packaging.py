@@ -136,3 +136,25 @@ def test_pipx_install_of_the_wheel_runs(wheel: Path, tmp_path: Path) -> None:
     from ember import __version__
 
     assert out.stdout.strip() == f"ember {__version__}"
+
+
+@pytest.mark.slow
+def test_single_file_build_runs(tmp_path: Path) -> None:
+    """Opt-in (about 2 minutes, 474 MB): build the shiv zipapp and run it with a fresh HOME."""
+    out = tmp_path / "ember.pyz"
+    env = dict(
+        os.environ, PYTHON=sys.executable, PIP_CONSTRAINT=str(ROOT / ".ci" / "constraints.txt")
+    )
+    subprocess.run(
+        ["bash", str(PACKAGING / "build-single-file.sh"), str(out)],
+        check=True,
+        env=env,
+        timeout=1800,
+        capture_output=True,
+    )
+    run_env = dict(os.environ, HOME=str(tmp_path / "home"))
+    version = subprocess.run(
+        [str(out), "--version"], capture_output=True, text=True, env=run_env, timeout=600
+    )
+    assert version.returncode == 0, version.stderr
+    assert version.stdout.startswith("ember ")
