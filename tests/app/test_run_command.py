@@ -102,7 +102,7 @@ def test_second_run_hits_the_disk_prefix_cache(capsys: pytest.CaptureFixture[str
 
 def test_errors_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = _run(capsys, "run", "fake", "x", "--runner", "vllm")
-    assert code == 1 and "choose torch, llama.cpp or auto" in err
+    assert code == 1 and "choose torch, llama.cpp, remote or auto" in err
     code, _, err = _run(
         capsys, "run", "fake", "x" * 100, "--runner", "fake", "--ctx", "32", "--window", "0"
     )
