@@ -5,7 +5,7 @@ Three ways to score, all through the same BlockManager / SinkWindow / runner pat
   streaming : one pass over the whole text with sink-window eviction (StreamingLLM's protocol);
               chunk=1 feeds one token at a time as the paper does, larger chunks are faster
   recompute : sliding window with re-computation (the paper's baseline): every `stride` tokens
-              the last `window` tokens are recomputed from scratch; stride=1 is exact
+              BOS + the last `window` tokens are recomputed from scratch; stride=1 is exact
 PPL = exp(-mean log p(token_i | context)) over every scored token (the first token has no context).
 """
 
@@ -19,11 +19,11 @@ import numpy as np
 from ember.engine.block_manager import BlockManager
 from ember.engine.errors import EngineError
 from ember.engine.runners.base import ForwardBatch, Runner, SeqStep
-from ember.engine.sampling import log_softmax
 from ember.engine.sequence import Sequence
 from ember.engine.streaming import SinkWindow
 
 MAX_SCORE_CHUNK = 64  # logits rows per forward: (64, vocab) float32 stays small for big vocabs
+MAX_STEP_TOKENS = 512  # tokens per forward when most rows need no logits (recompute context)
 
 
 @dataclass
@@ -39,9 +39,19 @@ class PerplexityResult:
         return math.exp(self.nll / self.tokens) if self.tokens else float("nan")
 
     def add(self, logits: np.ndarray, targets: list[int]) -> None:
-        rows = log_softmax(logits[: len(targets)])  # (n, vocab)
-        self.nll -= float(rows[np.arange(len(targets)), targets].sum())
+        """Add -log p(target) of each row (row i scores targets[i])."""
+        self.nll -= float(target_log_probs(logits[: len(targets)], targets).sum())
         self.tokens += len(targets)
+
+
+def target_log_probs(logits: np.ndarray, targets: list[int]) -> np.ndarray:
+    """log softmax(logits)[i, targets[i]] per row, without a full (n, vocab) float64 copy."""
+    rows = np.asarray(logits, dtype=np.float32)  # (n, vocab)
+    peak = rows.max(axis=-1, keepdims=True)  # (n, 1)
+    shifted = rows - peak
+    np.exp(shifted, out=shifted)  # each term in (0, 1]: float32 is exact enough, summed in float64
+    log_sum = peak[:, 0].astype(np.float64) + np.log(shifted.sum(axis=-1, dtype=np.float64))
+    return rows[np.arange(len(targets)), targets].astype(np.float64) - log_sum
 
 
 class Scorer:
@@ -62,14 +72,20 @@ class Scorer:
         score_from: int = 0,
     ) -> None:
         """Feed token_ids in chunks; add log p(token_ids[i+1] | ...) for i + 1 >= score_from."""
-        seq = Sequence(list(token_ids))
+        # The last token is only ever a target, so it is never fed; row i predicts token i + 1.
+        seq = Sequence(list(token_ids[:-1]))
         chunk = max(1, min(chunk, MAX_SCORE_CHUNK))
+        max_step = MAX_STEP_TOKENS
         if sink_window is not None and sink_window.enabled:
             chunk = min(chunk, sink_window.max_step_tokens)
+            max_step = chunk  # eviction makes room for one step at a time
         self.blocks.allocate(seq, 0)
         try:
             while seq.num_pending > 0:
-                count = min(chunk, seq.num_pending)
+                first = seq.num_processed + 1  # index of the token the step's first row predicts
+                skip = max(0, score_from - first)  # leading rows whose targets are not scored
+                count = min(seq.num_pending, max_step, skip + chunk)
+                skip = min(skip, count - 1)  # a step asks for at least one logits row
                 self._make_room(seq, count, sink_window)
                 start = seq.num_kv_tokens
                 step = SeqStep(
@@ -78,14 +94,11 @@ class Scorer:
                     positions=list(range(start, start + count)),
                     num_cached=start,
                     block_table=list(seq.block_table),
-                    num_logits=count,
+                    num_logits=count - skip,  # only the rows that are scored: (count - skip, vocab)
                 )
                 (logits,) = self.runner.forward(ForwardBatch([step]))
-                first = seq.num_processed + 1  # index of the token the first row predicts
-                targets = token_ids[first : first + count]
-                skip = max(0, score_from - first)
-                if skip < len(targets):
-                    result.add(logits[skip:], targets[skip:])
+                if first + skip >= score_from:
+                    result.add(logits, token_ids[first + skip : first + count])
                 seq.num_processed += count
         finally:
             result.evicted_tokens += seq.num_evicted
@@ -116,6 +129,7 @@ def perplexity(
     chunk: int = 1,
     stride: int = 1,
     bos_id: int | None = None,
+    recompute_bos: bool = True,
     block_size: int = 16,
 ) -> PerplexityResult:
     """Score token_ids (BOS already added where the model wants it) in one of the three modes."""
@@ -129,12 +143,7 @@ def perplexity(
     )
     result = PerplexityResult()
     if mode == "windows":
-        body = token_ids[1:] if bos_id is not None and token_ids[0] == bos_id else token_ids
-        head = [bos_id] if bos_id is not None else []
-        step = ctx - len(head)
-        for start in range(0, len(body), step):
-            piece = head + body[start : start + step]
-            scorer.score(piece, result)
+        _windows(scorer, token_ids, result, ctx, bos_id)
     elif mode == "streaming":
         if window <= 0:
             raise EngineError("streaming perplexity needs --window W > 0")
@@ -142,14 +151,51 @@ def perplexity(
             token_ids, result, sink_window=SinkWindow(sink, window, block_size), chunk=chunk
         )
     elif mode == "recompute":
-        if not 0 < window <= ctx:
-            raise EngineError("recompute perplexity needs 0 < --window <= --ctx")
-        stride = max(1, min(stride, window - 1))
-        scorer.score(token_ids[:window], result)  # the first window scores every token
-        for end in range(window, len(token_ids), stride):
-            stop = min(end + stride, len(token_ids))
-            context = token_ids[stop - window : stop]
-            scorer.score(context, result, score_from=window - (stop - end))
+        _recompute(
+            scorer, token_ids, result, ctx, window, stride, bos_id if recompute_bos else None
+        )
     else:
         raise EngineError(f"perplexity mode {mode!r}: choose windows, streaming or recompute")
     return result
+
+
+def _split_bos(token_ids: list[int], bos_id: int | None) -> tuple[list[int], list[int]]:
+    """(head, body): head is [BOS] when the model wants one; body the text after the text's BOS."""
+    if bos_id is None:
+        return [], token_ids
+    return [bos_id], token_ids[1:] if token_ids[0] == bos_id else token_ids
+
+
+def _windows(
+    scorer: Scorer, token_ids: list[int], result: PerplexityResult, ctx: int, bos_id: int | None
+) -> None:
+    head, body = _split_bos(token_ids, bos_id)
+    step = ctx - len(head)
+    for start in range(0, len(body), step):
+        scorer.score(head + body[start : start + step], result)
+
+
+def _recompute(
+    scorer: Scorer,
+    token_ids: list[int],
+    result: PerplexityResult,
+    ctx: int,
+    window: int,
+    stride: int,
+    bos_id: int | None,
+) -> None:
+    """Every stride tokens, recompute [BOS] + the last `window` tokens; score the last stride."""
+    # Like the windows mode, each fresh context opens with the model's BOS: a model trained to
+    # sink attention into BOS (Gemma) is otherwise scored on inputs it never saw in training.
+    # bos_id=None gives the paper's literal protocol (the window's first token is whatever it is).
+    head, body = _split_bos(token_ids, bos_id)
+    if not 0 < window <= ctx - len(head):
+        raise EngineError(f"recompute perplexity needs 0 < --window <= --ctx - {len(head)} (BOS)")
+    stride = max(1, min(stride, window - 1))
+    scorer.score(head + body[:window], result)  # the first window scores every token
+    for end in range(window, len(body), stride):
+        stop = min(end + stride, len(body))
+        # piece index len(head) + i holds body[stop - window + i]; score body[end:stop]
+        scorer.score(
+            head + body[stop - window : stop], result, score_from=len(head) + window - (stop - end)
+        )
