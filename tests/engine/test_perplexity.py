@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -165,3 +166,27 @@ def test_recompute_without_bos_keeps_the_paper_protocol() -> None:
     assert without.nll != pytest.approx(with_bos.nll, rel=1e-3)
     with pytest.raises(EngineError):  # BOS + window must fit in ctx
         perplexity(runner, TOKENS, mode="recompute", ctx=40, window=40, bos_id=1, block_size=8)
+
+
+@pytest.mark.model
+def test_streaming_through_llamacpp_reuses_a_sink_window_sized_cache(
+    starter_gguf: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("llama_cpp")
+    from ember.engine.runners import llamacpp
+
+    monkeypatch.setattr(llamacpp, "KV_SLACK_TOKENS", 0)  # KV cells = the engine's blocks only
+    runner = llamacpp.LlamaCppRunner.load(starter_gguf, threads=1, max_sequences=8)
+    try:
+        sentences = [
+            f"Line {i} of the log says the pump ran for {i * 7 % 60} minutes." for i in range(80)
+        ]
+        ids = runner.tokenizer.encode(" ".join(sentences), add_bos=True)[:640]
+        result = perplexity(runner, ids, mode="streaming", ctx=512, sink=4, window=64, chunk=16)
+        # llama_decode would fail with "no free KV cells" if evicted cells were not reused
+        assert runner.num_ctx_tokens < len(ids) - 1
+        assert result.tokens == len(ids) - 1
+        assert result.evicted_tokens >= len(ids) - 1 - (16 + 64 + 16)
+        assert 1.0 < result.ppl < 50.0
+    finally:
+        runner.close()
