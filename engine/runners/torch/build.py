@@ -98,10 +98,10 @@ class _Builder:
             down=self.linear([p + "ffn_down"], fmt),
         )
         if cfg.qk_norm:
-            w.q_norm, w.k_norm = (
-                self.norm(p + "attn_q_norm.weight"),
-                self.norm(p + "attn_k_norm.weight"),
-            )
+            q_w = self.tensor(p + "attn_q_norm.weight").to_float()
+            k_w = self.tensor(p + "attn_k_norm.weight").to_float()
+            both = torch.cat((q_w.expand(cfg.n_heads, -1), k_w.expand(cfg.n_kv_heads, -1)))
+            w.qk_norm = RMSNorm(both.to(self.opts.device), cfg.norm_eps, cfg.norm_offset)
         if cfg.sandwich_norms:
             w.post_attn_norm = self.norm(p + "post_attention_norm.weight")
             w.post_ffn_norm = self.norm(p + "post_ffw_norm.weight")
