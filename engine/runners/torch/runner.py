@@ -36,6 +36,7 @@ class TorchOptions:
     weight_format: str = "auto"  # auto | dense | int8 | int4
     head_format: str = "auto"
     threads: int = 0  # 0 = leave torch's default
+    packed_cache: bool = True  # map converted weights from the cache dir (see packed_cache.py)
 
     def resolve_device(self) -> torch.device:
         """The concrete device; EngineError when the requested one is absent."""
@@ -118,8 +119,11 @@ class TorchRunner:
             weight_format=opts.weight_format,
             head_format=opts.head_format,
         )
+        from ember.engine.runners.torch.packed_cache import default_dir
+
+        root = default_dir() if opts.packed_cache else None
         with torch.inference_mode():
-            model = build_model(src, build)
+            model = build_model(src, build, root)
         return cls(src, model, device, dtype)
 
     def init_kv(self, num_blocks: int, block_size: int) -> None:

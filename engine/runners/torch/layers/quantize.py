@@ -176,8 +176,10 @@ def build_linear(
     fmt: str,
     dtype: torch.dtype,
     device: torch.device,
+    cached: dict[str, object] | None = None,
 ) -> QLinear:
-    """Fuse parts (each (out_i, in)) into one QLinear of format fmt on device."""
+    """Fuse parts (each (out_i, in)) into one QLinear of format fmt on device (or take the
+    converted weight from `cached`, a QLinear.state() of an earlier build)."""
     in_f = parts[0].shape[1]
     out_f = sum(p.shape[0] for p in parts)
     if fmt in ("int4", "int8g") and in_f % INT4_GROUP:
@@ -188,6 +190,9 @@ def build_linear(
 
     from_file = parts[0].raw is not None  # GGUF: prefill can re-read the file instead of unpacking
     b = bias.to(device) if bias is not None else None
+    if cached is not None:
+        prefill_fn = dense_fn if from_file and cached["fmt"] in ("int4", "int8g") else None
+        return QLinear.from_state(cached, out_f, in_f, b, dtype, prefill_fn)
     if fmt == "dense":
         return QLinear(
             out_f, in_f, b, dtype, dense=dense_fn().to(device=device, dtype=dtype).contiguous()
