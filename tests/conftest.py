@@ -13,6 +13,10 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+_REPO = Path(__file__).resolve().parent.parent
+TEST_CACHE = _REPO / "tests" / ".cache"  # built once per checkout, ignored by git
+
+
 @pytest.fixture(autouse=True)
 def ember_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every test gets its own EMBER_HOME so nothing touches the user's real folders."""
@@ -20,11 +24,9 @@ def ember_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("EMBER_HOME", str(home))
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # converted torch weights are shared by all tests (keyed by file and options)
+    monkeypatch.setenv("EMBER_PACKED_CACHE", str(TEST_CACHE / "packed"))
     return home
-
-
-_REPO = Path(__file__).resolve().parent.parent
-TEST_CACHE = _REPO / "tests" / ".cache"  # built once per checkout, ignored by git
 
 
 @pytest.fixture(scope="session")

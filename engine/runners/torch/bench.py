@@ -2,6 +2,10 @@
 
 Each measurement runs in a fresh subprocess (cold start and peak RSS are per process): load,
 prefill of a fixed prompt, then greedy decode. The parent takes medians over repetitions.
+The torch runner is measured with its packed-weight cache filled (every start after the first),
+and once more with an empty cache ("torch, 1st run": the one-time conversion). Besides the peak
+RSS, each run reports its runtime's baseline (RSS right after importing torch or llama_cpp),
+so "model RSS" = peak - baseline is what the model itself costs.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 RUNNERS = ("torch", "llama.cpp")
+FIRST_RUN = "torch, 1st run"  # torch with an empty packed-weight cache
 
 
 @dataclass
@@ -28,6 +33,21 @@ class BenchResult:
     prefill_tok_s: float
     decode_tok_s: float
     peak_rss_mb: float
+    base_rss_mb: float = 0.0  # RSS after importing the runtime, before loading the model
+
+    @property
+    def model_rss_mb(self) -> float:
+        """Peak RSS beyond the runtime's own."""
+        return self.peak_rss_mb - self.base_rss_mb
+
+
+def current_rss_mb() -> float:
+    """Resident set size now (Linux /proc; 0 elsewhere)."""
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0.0
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
 def _prompt(vocab_size: int, num_tokens: int) -> list[int]:
@@ -99,18 +119,30 @@ def child_main(argv: list[str]) -> None:
     t0 = time.perf_counter()
     runner, path = argv[0], argv[1]
     threads, prompt_len, decode_len = (int(a) for a in argv[2:5])
-    run = _run_torch if runner == "torch" else _run_llamacpp
+    torch_like = runner.startswith("torch")
+    if torch_like:
+        import torch  # noqa: F401
+    else:
+        import llama_cpp  # noqa: F401
+    base_mb = current_rss_mb()
+    run = _run_torch if torch_like else _run_llamacpp
     load_s, first_s, prefill, decode = run(path, threads, prompt_len, decode_len, t0)
     import resource
 
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
-    print(json.dumps(asdict(BenchResult(runner, load_s, first_s, prefill, decode, rss_mb))))
+    result = BenchResult(runner, load_s, first_s, prefill, decode, rss_mb, base_mb)
+    print(json.dumps(asdict(result)))
 
 
 def run_once(
-    runner: str, path: Path, threads: int, prompt_len: int, decode_len: int
+    runner: str,
+    path: Path,
+    threads: int,
+    prompt_len: int,
+    decode_len: int,
+    packed_cache: str | None = None,
 ) -> BenchResult:
-    """One measurement of runner in a fresh Python process."""
+    """One measurement of runner in a fresh Python process (packed_cache: EMBER_PACKED_CACHE)."""
     import ember
 
     root = str(Path(ember.__file__).resolve().parent.parent)
@@ -118,6 +150,8 @@ def run_once(
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
     }
+    if packed_cache is not None:
+        env["EMBER_PACKED_CACHE"] = packed_cache
     code = "import sys; from ember.engine.runners.torch.bench import child_main; child_main(sys.argv[1:])"
     args = [
         sys.executable,
@@ -151,22 +185,37 @@ class BenchTable:
 
     def ratios(self) -> dict[str, float]:
         """torch / llama.cpp per metric."""
-        a, b = self.medians["torch"], self.medians["llama.cpp"]
+        return self.ratio("torch")
+
+    def ratio(self, runner: str) -> dict[str, float]:
+        """runner / llama.cpp per metric."""
+        a, b = self.medians[runner], self.medians["llama.cpp"]
         return {k: a[k] / b[k] if b[k] else float("nan") for k in a}
 
 
 def run_bench(
     path: Path, threads: int, repeats: int, prompt_len: int = 512, decode_len: int = 256
 ) -> BenchTable:
-    """Alternate the two runners repeats times; medians of every metric."""
-    results: dict[str, list[BenchResult]] = {r: [] for r in RUNNERS}
-    for _ in range(repeats):
-        for runner in RUNNERS:
-            results[runner].append(run_once(runner, path, threads, prompt_len, decode_len))
+    """Alternate the runners repeats times; medians of every metric."""
+    import tempfile
+
+    results: dict[str, list[BenchResult]] = {r: [] for r in (*RUNNERS, FIRST_RUN)}
+    with tempfile.TemporaryDirectory(prefix="ember-bench-") as tmp:
+        cache = str(Path(tmp) / "packed")
+        run_once("torch", path, threads, 16, 4, cache)  # fills the packed-weight cache
+        for i in range(repeats):
+            for runner in RUNNERS:
+                results[runner].append(
+                    run_once(runner, path, threads, prompt_len, decode_len, cache)
+                )
+            empty = str(Path(tmp) / f"empty{i}")
+            first = run_once("torch", path, threads, prompt_len, decode_len, empty)
+            results[FIRST_RUN].append(first)
+    keys = ("load_s", "first_token_s", "prefill_tok_s", "decode_tok_s", "peak_rss_mb")
     medians = {
         r: {
-            k: statistics.median(getattr(x, k) for x in rs)
-            for k in ("load_s", "first_token_s", "prefill_tok_s", "decode_tok_s", "peak_rss_mb")
+            **{k: statistics.median(getattr(x, k) for x in rs) for k in keys},
+            "model_rss_mb": statistics.median(x.model_rss_mb for x in rs),
         }
         for r, rs in results.items()
     }
@@ -183,13 +232,21 @@ def format_table(t: BenchTable) -> str:
         (f"prefill tok/s ({t.prompt_tokens} tokens)", "prefill_tok_s", "{:.1f}"),
         (f"decode tok/s ({t.decode_tokens} tokens)", "decode_tok_s", "{:.1f}"),
         ("peak RSS (MiB)", "peak_rss_mb", "{:.0f}"),
+        ("model RSS (MiB, - runtime)", "model_rss_mb", "{:.0f}"),
     ]
-    ratios = t.ratios()
+    ratios, first = t.ratios(), t.medians[FIRST_RUN]
     lines = [
         f"{Path(t.model).name}: {t.gguf_mb:.0f} MiB, {t.threads} threads, median of {t.repeats}",
-        f"{'metric':<28}{'torch':>10}{'llama.cpp':>12}{'ratio':>8}",
+        f"{'metric':<28}{'torch':>10}{'llama.cpp':>12}{'ratio':>8}{'1st run':>9}",
     ]
     for label, key, fmt in rows:
         a, b = t.medians["torch"][key], t.medians["llama.cpp"][key]
-        lines.append(f"{label:<28}{fmt.format(a):>10}{fmt.format(b):>12}{ratios[key]:>7.2f}x")
+        lines.append(
+            f"{label:<28}{fmt.format(a):>10}{fmt.format(b):>12}{ratios[key]:>7.2f}x"
+            f"{fmt.format(first[key]):>9}"
+        )
+    lines.append(
+        "torch: packed-weight cache filled (every start after the first); "
+        "1st run: torch converting the GGUF (empty cache)"
+    )
     return "\n".join(lines)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -14,6 +15,7 @@ from ember.engine.runners.torch.layers.norm import RMSNorm
 from ember.engine.runners.torch.layers.quantize import build_linear
 from ember.engine.runners.torch.loader import ModelSource
 from ember.engine.runners.torch.model import DecoderLayer, LayerWeights, Transformer
+from ember.engine.runners.torch.packed_cache import PackedCache, cache_key
 from ember.engine.runners.torch.weights import (
     INT4_SOURCES,
     INT8_SOURCES,
@@ -52,8 +54,8 @@ def resolve_format(option: str, tensors: list[WeightTensor]) -> str:
 
 
 class _Builder:
-    def __init__(self, src: ModelSource, opts: BuildOptions) -> None:
-        self.src, self.opts, self.cfg = src, opts, src.config
+    def __init__(self, src: ModelSource, opts: BuildOptions, cache: PackedCache) -> None:
+        self.src, self.opts, self.cfg, self.cache = src, opts, src.config, cache
 
     def tensor(self, name: str) -> WeightTensor:
         if name not in self.src.tensors:
@@ -82,7 +84,12 @@ class _Builder:
                 ]
             )
         fmt = resolve_format(option, tensors)
-        return build_linear(tensors, fixes, bias, fmt, self.opts.dtype, self.opts.device)
+        key = "+".join(names)
+        layer = build_linear(
+            tensors, fixes, bias, fmt, self.opts.dtype, self.opts.device, self.cache.get(key)
+        )
+        self.cache.put(key, layer.state())
+        return layer
 
     def layer(self, i: int) -> DecoderLayer:
         p, cfg, fmt = f"blk.{i}.", self.cfg, self.opts.weight_format
@@ -98,10 +105,10 @@ class _Builder:
             down=self.linear([p + "ffn_down"], fmt),
         )
         if cfg.qk_norm:
-            w.q_norm, w.k_norm = (
-                self.norm(p + "attn_q_norm.weight"),
-                self.norm(p + "attn_k_norm.weight"),
-            )
+            q_w = self.tensor(p + "attn_q_norm.weight").to_float()
+            k_w = self.tensor(p + "attn_k_norm.weight").to_float()
+            both = torch.cat((q_w.expand(cfg.n_heads, -1), k_w.expand(cfg.n_kv_heads, -1)))
+            w.qk_norm = RMSNorm(both.to(self.opts.device), cfg.norm_eps, cfg.norm_offset)
         if cfg.sandwich_norms:
             w.post_attn_norm = self.norm(p + "post_attention_norm.weight")
             w.post_ffn_norm = self.norm(p + "post_ffw_norm.weight")
@@ -132,9 +139,19 @@ def _row_fix(n_heads: int | None):  # type: ignore[no-untyped-def]
     return lambda w: unpermute_rope_rows(w, n_heads)
 
 
-def build_model(src: ModelSource, opts: BuildOptions) -> Transformer:
-    """Assemble the Transformer for src with opts (weights leave the mmap layer by layer)."""
-    b = _Builder(src, opts)
+def build_model(
+    src: ModelSource, opts: BuildOptions, cache_root: Path | None = None
+) -> Transformer:
+    """Assemble the Transformer for src with opts (weights leave the mmap layer by layer).
+
+    With cache_root (CPU only), converted weights are mapped from the packed-weight cache when
+    an earlier build saved them, and saved there after a build otherwise."""
+    root = cache_root if opts.device.type == "cpu" else None
+    key = cache_key(src.path, src.digest, f"{opts.dtype}|{opts.weight_format}|{opts.head_format}")
+    cache = PackedCache.open(root, key) if root is not None else PackedCache(None)
+    b = _Builder(src, opts, cache)
     cfg: ModelConfig = src.config
     layers = [b.layer(i) for i in range(cfg.n_layers)]
-    return Transformer(cfg, b.embedding(), layers, b.norm("output_norm.weight"), b.head())
+    model = Transformer(cfg, b.embedding(), layers, b.norm("output_norm.weight"), b.head())
+    cache.save()
+    return model

@@ -18,7 +18,7 @@ from ember.engine.runners.torch.layers.attention import AttnPlan, attend
 from ember.engine.runners.torch.layers.embedding import QEmbedding
 from ember.engine.runners.torch.layers.linear import QLinear
 from ember.engine.runners.torch.layers.norm import RMSNorm
-from ember.engine.runners.torch.layers.rope import apply_rope
+from ember.engine.runners.torch.layers.rope import apply_rope_signed
 
 
 @dataclass
@@ -28,7 +28,7 @@ class StepContext:
     slots: torch.Tensor  # (N,) int64 KV slot of each new token
     spans: list[tuple[int, int]]  # per sequence: [start, end) of its tokens in the flat batch
     plans: dict[bool, list[AttnPlan]]  # is_sliding -> per sequence plan
-    rope: dict[bool, tuple[torch.Tensor, torch.Tensor]]  # is_sliding -> cos, sin (N, 1, D)
+    rope: dict[bool, tuple[torch.Tensor, torch.Tensor]]  # is_sliding -> cos, signed sin (N, 1, D)
 
 
 @dataclass
@@ -41,8 +41,7 @@ class LayerWeights:
     ffn_norm: RMSNorm
     gate_up: QLinear  # fused gate and up projections
     down: QLinear
-    q_norm: RMSNorm | None = None
-    k_norm: RMSNorm | None = None
+    qk_norm: RMSNorm | None = None  # per-head q and k norms as one (H + Hkv, head_dim) weight
     post_attn_norm: RMSNorm | None = None
     post_ffn_norm: RMSNorm | None = None
 
@@ -63,23 +62,21 @@ class DecoderLayer(nn.Module):
         self, x: torch.Tensor, ctx: StepContext, kv: KVStore
     ) -> torch.Tensor:  # (N, hidden)
         w, n = self.w, x.shape[0]
-        qkv = w.qkv(w.attn_norm(x))
-        q_size, kv_size = self.n_heads * self.head_dim, self.n_kv * self.head_dim
-        q = qkv[:, :q_size].reshape(n, self.n_heads, self.head_dim)
-        k = qkv[:, q_size : q_size + kv_size].reshape(n, self.n_kv, self.head_dim)
-        v = qkv[:, q_size + kv_size :].reshape(n, self.n_kv, self.head_dim)
-        if w.q_norm is not None and w.k_norm is not None:
-            q, k = w.q_norm(q), w.k_norm(k)
+        h, h_kv = self.n_heads, self.n_kv
+        qkv = w.qkv(w.attn_norm(x)).view(n, h + 2 * h_kv, self.head_dim)
+        qk, v = qkv[:, : h + h_kv], qkv[:, h + h_kv :]
+        if w.qk_norm is not None:
+            qk = w.qk_norm(qk)
         cos, sin = ctx.rope[self.sliding]
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        qk = apply_rope_signed(qk, cos, sin)  # q and k heads rotated in one pass
+        q, k = qk[:, :h], qk[:, h:]
         kv.write(self.index, ctx.slots, k, v)
         outs = []
         for (start, end), plan in zip(ctx.spans, ctx.plans[self.sliding], strict=True):
             keys, values = kv.gather(self.index, plan.blocks, plan.num_keys)
-            keys, values = keys.to(q.dtype), values.to(q.dtype)
             outs.append(attend(q[start:end], keys, values, plan.mask, self.scale, self.softcap))
         attn = outs[0] if len(outs) == 1 else torch.cat(outs)
-        o = w.o_proj(attn.reshape(n, q_size))
+        o = w.o_proj(attn.reshape(n, h * self.head_dim))
         if w.post_attn_norm is not None:
             o = w.post_attn_norm(o)
         x = x + o

@@ -14,7 +14,7 @@ from ember.engine.runners.base import ForwardBatch, RunnerInfo, SeqStep
 from ember.engine.runners.torch.build import BuildOptions, build_model
 from ember.engine.runners.torch.kv_store import KVStore
 from ember.engine.runners.torch.layers.attention import AttnPlan, make_plan
-from ember.engine.runners.torch.layers.rope import Rope, apply_rope
+from ember.engine.runners.torch.layers.rope import Rope, apply_rope, signed_sin
 from ember.engine.runners.torch.loader import ModelSource, open_model
 from ember.engine.runners.torch.model import StepContext, Transformer
 
@@ -36,6 +36,7 @@ class TorchOptions:
     weight_format: str = "auto"  # auto | dense | int8 | int4
     head_format: str = "auto"
     threads: int = 0  # 0 = leave torch's default
+    packed_cache: bool = True  # map converted weights from the cache dir (see packed_cache.py)
 
     def resolve_device(self) -> torch.device:
         """The concrete device; EngineError when the requested one is absent."""
@@ -118,8 +119,11 @@ class TorchRunner:
             weight_format=opts.weight_format,
             head_format=opts.head_format,
         )
+        from ember.engine.runners.torch.packed_cache import default_dir
+
+        root = default_dir() if opts.packed_cache else None
         with torch.inference_mode():
-            model = build_model(src, build)
+            model = build_model(src, build, root)
         return cls(src, model, device, dtype)
 
     def init_kv(self, num_blocks: int, block_size: int) -> None:
@@ -170,7 +174,7 @@ class TorchRunner:
         positions = torch.tensor(
             [p for st in steps for p in st.positions], dtype=torch.int64, device=self.device
         )
-        rope = {s: r.cos_sin(positions) for s, r in self.ropes.items()}
+        rope = {s: _signed(r.cos_sin(positions)) for s, r in self.ropes.items()}
         slot_t = torch.tensor(slots, dtype=torch.int64, device=self.device)
         return StepContext(slot_t, spans, plans, rope), torch.tensor(
             rows, dtype=torch.int64, device=self.device
@@ -225,6 +229,10 @@ class TorchRunner:
         self.kv = None
         self.src.tensors.clear()
         self.src.keepalive = None
+
+
+def _signed(cos_sin: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    return cos_sin[0], signed_sin(cos_sin[1])
 
 
 def _first_layer(cfg: Any, sliding: bool) -> int:

@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 
 
 @dataclass
@@ -53,6 +52,9 @@ def make_plan(
     return AttnPlan(blocks, num_keys, mask)
 
 
+SCORE_BUDGET = 1 << 23  # float32 scores materialized at once (32 MiB): longer prompts go by rows
+
+
 def attend(
     q: torch.Tensor,  # (T, H, D)
     k: torch.Tensor,  # (L, Hkv, D)
@@ -61,18 +63,45 @@ def attend(
     scale: float,
     softcap: float | None,
 ) -> torch.Tensor:  # (T, H, D)
-    """softmax(q k^T * scale [soft-capped] + mask) v, with H / Hkv query heads per KV head."""
-    qh, kh, vh = q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1)  # (heads, len, D)
-    if softcap is None:
-        out = F.scaled_dot_product_attention(
-            qh, kh, vh, attn_mask=mask, scale=scale, enable_gqa=True
+    """softmax(q k^T * scale [soft-capped] + mask) v, with H / Hkv query heads per KV head.
+
+    Explicit batched matmuls: on CPU they beat SDPA's math fallback (which GQA and masks force)
+    by 2-4x, for one decode token and for a 512-token prefill alike.
+    """
+    t, heads, dim = q.shape
+    rows = max(1, SCORE_BUDGET // (heads * k.shape[0]))
+    if t <= rows:
+        return _attend_rows(q, k, v, mask, scale, softcap)
+    parts = [
+        _attend_rows(
+            q[i : i + rows], k, v, None if mask is None else mask[i : i + rows], scale, softcap
         )
-        return out.transpose(0, 1)
-    group = q.shape[1] // k.shape[1]
-    kh, vh = kh.repeat_interleave(group, 0), vh.repeat_interleave(group, 0)
-    scores = (qh.float() @ kh.float().transpose(1, 2)) * scale  # (H, T, L)
-    scores = torch.tanh(scores / softcap) * softcap  # soft-capping: softcap * tanh(s / softcap)
+        for i in range(0, t, rows)
+    ]
+    return torch.cat(parts)
+
+
+def _attend_rows(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None,
+    scale: float,
+    softcap: float | None,
+) -> torch.Tensor:
+    t, heads, dim = q.shape
+    length, n_kv = k.shape[0], k.shape[1]
+    group = heads // n_kv
+    # query head h reads KV head h // group: fold (T, group) into the rows of each KV head
+    qg = q.view(t, n_kv, group, dim).permute(1, 0, 2, 3).reshape(n_kv, t * group, dim)
+    # float32 products: bf16 scores cost ~1 point of top-1 agreement with llama.cpp
+    scores = torch.bmm(qg.float(), k.float().permute(1, 2, 0)) * scale  # (Hkv, T*group, L)
+    if softcap is not None:
+        scores = torch.tanh(scores / softcap) * softcap  # soft-capping: softcap * tanh(s / softcap)
     if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    out = torch.softmax(scores, dim=-1).to(vh.dtype) @ vh
-    return out.transpose(0, 1)
+        scores = scores.view(n_kv, t, group, length).masked_fill(
+            ~mask[None, :, None, :], -torch.inf
+        )
+    probs = torch.softmax(scores, dim=-1).view(n_kv, t * group, length)
+    out = torch.bmm(probs, v.float().transpose(0, 1))  # (Hkv, T*group, D)
+    return out.view(n_kv, t, group, dim).permute(1, 0, 2, 3).reshape(t, heads, dim).to(q.dtype)

@@ -26,7 +26,8 @@ class QLinear(nn.Module):
         dtype: torch.dtype,
         dense: torch.Tensor | None = None,
         q8: Int8Weight | None = None,
-        q4: list[Int4Weight] | None = None,  # int4: one plane; int8g: low and high planes
+        q4: Int4Weight | None = None,  # int4; or int8g: low and high planes side by side (N, 2K)
+        fmt: str = "int4",  # for q4: int4 or int8g
         dense_fn: DenseFn | None = None,  # for prefill: the float weight straight from the file
     ) -> None:
         super().__init__()
@@ -34,15 +35,36 @@ class QLinear(nn.Module):
         self.dtype = dtype
         self.bias = bias.to(dtype) if bias is not None else None
         self.dense, self.q8, self.q4, self.dense_fn = dense, q8, q4, dense_fn
-        self.fmt = (
-            "dense"
-            if dense is not None
-            else "int8"
-            if q8 is not None
-            else "int4"
-            if q4 and len(q4) == 1
-            else "int8g"
-        )
+        self.fmt = "dense" if dense is not None else "int8" if q8 is not None else fmt
+
+    def state(self) -> dict[str, object]:
+        """The converted weight (tensors and format), for the packed-weight cache."""
+        if self.dense is not None:
+            return {"fmt": "dense", "dense": self.dense}
+        if self.q8 is not None:
+            return {"fmt": "int8", "q": self.q8.q, "scales": self.q8.scales}
+        assert self.q4 is not None
+        return {"fmt": self.fmt, "packed": self.q4.packed, "scales_zeros": self.q4.scales_zeros}
+
+    @classmethod
+    def from_state(
+        cls,
+        state: dict[str, object],
+        out_features: int,
+        in_features: int,
+        bias: torch.Tensor | None,
+        dtype: torch.dtype,
+        dense_fn: DenseFn | None,
+    ) -> QLinear:
+        """Inverse of state() (tensors may be mmap-backed: they are used in place)."""
+        fmt, t = state["fmt"], {k: v for k, v in state.items() if isinstance(v, torch.Tensor)}
+        if fmt == "dense":
+            return cls(out_features, in_features, bias, dtype, dense=t["dense"])
+        if fmt == "int8":
+            return cls(out_features, in_features, bias, dtype, q8=Int8Weight(t["q"], t["scales"]))
+        k = in_features * (2 if fmt == "int8g" else 1)
+        q4 = Int4Weight(t["packed"], t["scales_zeros"], out_features, k)
+        return cls(out_features, in_features, bias, dtype, q4=q4, fmt=str(fmt), dense_fn=dense_fn)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (T, in) -> (T, out)
         if self.dense is not None:
@@ -56,7 +78,6 @@ class QLinear(nn.Module):
                 y = int8_matmul(x, self.q8)
         else:
             assert self.q4 is not None
-            y = int4_matmul(x, self.q4[0])
-            for plane in self.q4[1:]:
-                y = y + int4_matmul(x, plane)
+            # int8g: one kernel call over both planes, x (T, K) repeated along K to (T, 2K)
+            y = int4_matmul(torch.cat((x, x), dim=-1) if self.fmt == "int8g" else x, self.q4)
         return y + self.bias if self.bias is not None else y

@@ -2,7 +2,8 @@
 
 int4 (`_weight_int4pack_mm*`): codes q in 0..15 per weight, per group of 32 inputs a (scale,
 zero) pair: w = (q - 8) * scale + zero. int8 (`_weight_int8pack_mm`): w = q * scale per output
-row. int8g: 8 bits per weight with a (scale, zero) per group of 32, run as two int4 planes:
+row. int8g: 8 bits per weight with a (scale, zero) per group of 32, run as two int4 planes (side
+by side along K, so one kernel call over [x, x] computes both):
 c = 16 h + l in 0..255, w = lo + s c = [(l - 8) s + (lo + 8 s)] + [(h - 8) 16 s + 128 s].
 """
 

@@ -14,7 +14,9 @@ from ember.engine.runners.torch.layers.pack import (
     quantize_int8,
     quantize_int8g,
 )
-from ember.engine.runners.torch.weights import WeightTensor
+from ember.engine.runners.torch.weights import BF16, F16, F32, WeightTensor
+
+FLOAT_TYPES = frozenset({F32, F16, BF16})
 
 RowFix = Callable[[torch.Tensor], torch.Tensor]  # a row permutation (llama GGUF Q/K), or identity
 
@@ -37,28 +39,93 @@ def _codes(groups: torch.Tensor, a: torch.Tensor, b: torch.Tensor, n: int, k: in
     )
 
 
-def _exact_int4(t: WeightTensor) -> Int4Codes | None:
-    """Q4_0 / Q4_1 / Q4_K map onto int4 group-32 exactly: read codes and (a, b) from the bytes."""
+def _exact_int4(t: WeightTensor, start: int, stop: int) -> Int4Codes:
+    """Rows start:stop of a Q4_0 / Q4_1 / Q4_K tensor map onto int4 group-32 exactly: read codes
+    and (a, b) from the bytes."""
     from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
     from ember.models.quants import as_uint8_tensor
     from ember.models.quants_int4 import EXACT_AFFINE
 
-    if t.raw is None or GGMLQuantizationType(t.qtype) not in EXACT_AFFINE:
-        return None
     qtype = GGMLQuantizationType(t.qtype)
-    blocks = as_uint8_tensor(t.raw).reshape(-1, GGML_QUANT_SIZES[qtype][1])
-    q, a, b = EXACT_AFFINE[qtype](blocks)
     n, k = t.shape
+    row_bytes = t.raw.size // n
+    raw = t.raw[start * row_bytes : stop * row_bytes]
+    blocks = as_uint8_tensor(raw).reshape(-1, GGML_QUANT_SIZES[qtype][1])
+    q, a, b = EXACT_AFFINE[qtype](blocks)
     groups = a.reshape(-1, 1) * q.reshape(-1, INT4_GROUP).float() + b.reshape(-1, 1)
-    return _codes(groups, a.reshape(-1, 1).float(), b.reshape(-1, 1).float(), n, k)
+    return _codes(groups, a.reshape(-1, 1).float(), b.reshape(-1, 1).float(), stop - start, k)
+
+
+def _is_exact(t: WeightTensor) -> bool:
+    from gguf import GGMLQuantizationType
+
+    from ember.models.quants_int4 import EXACT_AFFINE
+
+    return t.raw is not None and GGMLQuantizationType(t.qtype) in EXACT_AFFINE
 
 
 def _permute_codes(c: Int4Codes, fix: RowFix) -> Int4Codes:
     return Int4Codes(fix(c.q), fix(c.scale), fix(c.zero))
 
 
+def _merge_k(low: Int4Codes, high: Int4Codes) -> Int4Codes:
+    """Two planes side by side along the input dim: [x, x] @ [low | high]^T = x @ (low + high)^T."""
+    return Int4Codes(
+        *(torch.cat((getattr(low, f), getattr(high, f)), 1) for f in ("q", "scale", "zero"))
+    )
+
+
+def _exact_int8g(t: WeightTensor, start: int, stop: int) -> Int4Codes:
+    """Rows start:stop of a quantized GGUF tensor as int8g (both planes side by side): exact for
+    Q5_0/Q5_1/Q5_K/Q8_0 up to the scales' rounding, a two-step residual fit otherwise."""
+    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+
+    from ember.models.quants import DEQUANTIZERS, as_uint8_tensor
+    from ember.models.quants_int4 import int4x2_groups
+
+    qtype = GGMLQuantizationType(t.qtype)
+    n, k = t.shape
+    row_bytes = t.raw.size // n
+    raw = t.raw[start * row_bytes : stop * row_bytes]
+    blocks = as_uint8_tensor(raw).reshape(-1, GGML_QUANT_SIZES[qtype][1])
+    hi, lo = int4x2_groups(qtype, blocks, DEQUANTIZERS[qtype], torch.float32)
+    rows = stop - start
+
+    def codes(part: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> Int4Codes:
+        q, scale, zero = part
+        return Int4Codes(
+            q.reshape(rows, k),
+            scale.reshape(rows, k // INT4_GROUP),
+            zero.reshape(rows, k // INT4_GROUP),
+        )
+
+    return _merge_k(codes(lo), codes(hi))
+
+
+def _int8g_chunks(parts: list[WeightTensor], fixes: list[RowFix | None]) -> Iterator[Int4Codes]:
+    """int8g codes chunk by chunk: from the GGUF blocks when quantized, min-max from floats else."""
+    for p, fix in zip(parts, fixes, strict=True):
+        if p.raw is None or p.qtype in FLOAT_TYPES:
+            yield from (_merge_k(*quantize_int8g(w)) for w in _float_chunks([p], [fix]))
+        elif fix is not None:
+            yield _permute_codes(_exact_int8g(p, 0, p.shape[0]), fix)
+        else:
+            n = p.shape[0]
+            yield from (_exact_int8g(p, s, min(n, s + CHUNK_ROWS)) for s in range(0, n, CHUNK_ROWS))
+
+
 CHUNK_ROWS = 8192  # rows converted at a time (a multiple of 64: CPU int4 packs concatenate)
+
+
+def _chunk_rows(parts: list[WeightTensor], fixes: list[RowFix | None]) -> list[int]:
+    """Row counts of the chunks _float_chunks / _int4_chunks yield (a permuted part comes whole)."""
+    rows: list[int] = []
+    for p, fix in zip(parts, fixes, strict=True):
+        n = p.shape[0]
+        step = n if fix is not None or p.load is not None or len(p.shape) != 2 else CHUNK_ROWS
+        rows.extend(min(step, n - s) for s in range(0, n, step))
+    return rows
 
 
 def _float_chunks(parts: list[WeightTensor], fixes: list[RowFix | None]) -> Iterator[torch.Tensor]:
@@ -70,30 +137,36 @@ def _float_chunks(parts: list[WeightTensor], fixes: list[RowFix | None]) -> Iter
             yield from p.row_chunks(CHUNK_ROWS)
 
 
-def _pack_planes(
-    chunks: list[list[Int4Codes]], dtype: torch.dtype, device: torch.device
-) -> list[Int4Weight]:
-    """Per plane, pack its code chunks (concatenating packed chunks where the layout allows)."""
-    planes = []
-    for plane in zip(*chunks, strict=True):
-        n = sum(c.q.shape[0] for c in plane)
-        k = plane[0].q.shape[1]
-        if device.type == "cpu" and all(c.q.shape[0] % 64 == 0 for c in plane[:-1]):
-            packed = [c.pack(dtype, device) for c in plane]
-            planes.append(
-                Int4Weight(
-                    torch.cat([p.packed for p in packed]),
-                    torch.cat([p.scales_zeros for p in packed], dim=1),
-                    n,
-                    k,
-                )
-            )
+def _int4_chunks(parts: list[WeightTensor], fixes: list[RowFix | None]) -> Iterator[Int4Codes]:
+    """int4 codes chunk by chunk: exact for Q4_0/Q4_1/Q4_K, least-squares fitted otherwise."""
+    for p, fix in zip(parts, fixes, strict=True):
+        if not _is_exact(p):
+            yield from (_fitted_int4(w) for w in _float_chunks([p], [fix]))
+        elif fix is not None:
+            yield _permute_codes(_exact_int4(p, 0, p.shape[0]), fix)
         else:
-            fused = Int4Codes(
-                *(torch.cat([getattr(c, f) for c in plane]) for f in ("q", "scale", "zero"))
-            )
-            planes.append(fused.pack(dtype, device))
-    return planes
+            n = p.shape[0]
+            yield from (_exact_int4(p, s, min(n, s + CHUNK_ROWS)) for s in range(0, n, CHUNK_ROWS))
+
+
+def _pack_stream(
+    chunks: Iterator[Int4Codes], rows: list[int], dtype: torch.dtype, device: torch.device
+) -> Int4Weight:
+    """Pack the fused weight. On CPU, packs of 64-row multiples concatenate, so each chunk is
+    packed as it comes and its int32 codes dropped (peak memory: one chunk, not the matrix)."""
+    if device.type == "cpu" and all(r % 64 == 0 for r in rows[:-1]):
+        packed = [c.pack(dtype, device) for c in chunks]
+        if len(packed) == 1:
+            return packed[0]
+        return Int4Weight(
+            torch.cat([p.packed for p in packed]),
+            torch.cat([p.scales_zeros for p in packed], dim=1),
+            sum(p.out_features for p in packed),
+            packed[0].in_features,
+        )
+    codes = list(chunks)
+    fused = Int4Codes(*(torch.cat([getattr(c, f) for c in codes]) for f in ("q", "scale", "zero")))
+    return fused.pack(dtype, device)
 
 
 def build_linear(
@@ -103,8 +176,10 @@ def build_linear(
     fmt: str,
     dtype: torch.dtype,
     device: torch.device,
+    cached: dict[str, object] | None = None,
 ) -> QLinear:
-    """Fuse parts (each (out_i, in)) into one QLinear of format fmt on device."""
+    """Fuse parts (each (out_i, in)) into one QLinear of format fmt on device (or take the
+    converted weight from `cached`, a QLinear.state() of an earlier build)."""
     in_f = parts[0].shape[1]
     out_f = sum(p.shape[0] for p in parts)
     if fmt in ("int4", "int8g") and in_f % INT4_GROUP:
@@ -115,26 +190,26 @@ def build_linear(
 
     from_file = parts[0].raw is not None  # GGUF: prefill can re-read the file instead of unpacking
     b = bias.to(device) if bias is not None else None
+    if cached is not None:
+        prefill_fn = dense_fn if from_file and cached["fmt"] in ("int4", "int8g") else None
+        return QLinear.from_state(cached, out_f, in_f, b, dtype, prefill_fn)
     if fmt == "dense":
         return QLinear(
             out_f, in_f, b, dtype, dense=dense_fn().to(device=device, dtype=dtype).contiguous()
         )
     if fmt == "int8":
         return QLinear(out_f, in_f, b, dtype, q8=_to(quantize_int8(dense_fn(), dtype), device))
-    chunks: list[list[Int4Codes]] = []
+    rows = _chunk_rows(parts, fixes)
     if fmt == "int4":
-        for p, fix in zip(parts, fixes, strict=True):
-            exact = _exact_int4(p)
-            if exact is not None:
-                chunks.append([_permute_codes(exact, fix) if fix is not None else exact])
-            else:
-                chunks.extend([_fitted_int4(w)] for w in _float_chunks([p], [fix]))
+        chunks = _int4_chunks(parts, fixes)
     elif fmt == "int8g":
-        chunks = [list(quantize_int8g(w)) for w in _float_chunks(parts, fixes)]
+        chunks = _int8g_chunks(parts, fixes)
     else:
         raise ValueError(f"weight format {fmt!r} is not one of dense, int8, int4, int8g")
-    planes = _pack_planes(chunks, dtype, device)
-    return QLinear(out_f, in_f, b, dtype, q4=planes, dense_fn=dense_fn if from_file else None)
+    packed = _pack_stream(chunks, rows, dtype, device)
+    return QLinear(
+        out_f, in_f, b, dtype, q4=packed, fmt=fmt, dense_fn=dense_fn if from_file else None
+    )
 
 
 def _to(w, device: torch.device):  # type: ignore[no-untyped-def]
