@@ -8,12 +8,12 @@ message's content without, so a user typing `<start_of_turn>` gets plain-text id
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ember.models.errors import ModelFileError, TemplateError
+from ember.models.errors import TemplateError
+from ember.models.safetensors import optional_json, token_text
 from ember.models.template_sandbox import (
     LimitedEnvironment,
     TemplateLimits,
@@ -111,8 +111,9 @@ class ChatTemplate:
     def from_hf(cls, model: SafetensorsModel | Path | str) -> ChatTemplate:
         """The folder's chat_template.jinja or tokenizer_config.json template, else a built-in."""
         folder = Path(model) if isinstance(model, str | Path) else model.folder
-        config = _json(folder / "tokenizer_config.json")
-        bos, eos = _token_text(config.get("bos_token")), _token_text(config.get("eos_token"))
+        config = optional_json(folder / "tokenizer_config.json")
+        bos = token_text(config.get("bos_token")) or ""
+        eos = token_text(config.get("eos_token")) or ""
         jinja_file = folder / "chat_template.jinja"
         if jinja_file.is_file():
             return cls(jinja_file.read_text(encoding="utf-8"), "chat_template.jinja", bos, eos)
@@ -122,7 +123,7 @@ class ChatTemplate:
             source = named.get("default")
         if isinstance(source, str) and source.strip():
             return cls(source, "tokenizer_config.json", bos, eos)
-        model_config = _json(folder / "config.json")
+        model_config = optional_json(folder / "config.json")
         return cls.for_architecture(str(model_config.get("model_type", "")), bos, eos)
 
     def render(
@@ -184,19 +185,3 @@ def _gguf_token_texts(gguf: GGUFModel) -> tuple[str, str]:
     tokens = gguf.metadata_array("tokenizer.ggml.tokens")
     texts = [str(tokens[i]) if i is not None and 0 <= i < len(tokens) else "" for i in ids]
     return texts[0], texts[1]
-
-
-def _json(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ModelFileError(f"{path}: unreadable JSON ({exc})") from exc
-    return data if isinstance(data, dict) else {}
-
-
-def _token_text(value: object) -> str:
-    if isinstance(value, dict):
-        value = value.get("content")
-    return value if isinstance(value, str) else ""

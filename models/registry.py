@@ -288,3 +288,8 @@ def _delete_owned(record: ModelRecord, models_dir: Path) -> int:
 def resolve_model(ref: str) -> ResolvedModel:
     """Resolve a name, alias, `gemma3-270m`, .gguf path or safetensors folder to a local model."""
     return Registry().resolve(ref)
+
+
+def mark_used(name: str) -> None:
+    """Record that the registered model `name` was just loaded (lists sort by last use)."""
+    Registry().touch_last_used(name)

@@ -127,9 +127,9 @@ class SafetensorsModel:
         self.tokenizer_files = {n: folder / n for n in TOKENIZER_FILES if (folder / n).is_file()}
         if "tokenizer.json" not in self.tokenizer_files:
             raise ModelFileError(f"{folder.name}: no tokenizer.json (Ember reads that form)")
-        self.tokenizer_config: dict[str, Any] = _optional_json(folder / "tokenizer_config.json")
+        self.tokenizer_config: dict[str, Any] = optional_json(folder / "tokenizer_config.json")
         self.generation_config: dict[str, Any] | None = (
-            _optional_json(folder / "generation_config.json")
+            optional_json(folder / "generation_config.json")
             if (folder / "generation_config.json").is_file()
             else None
         )
@@ -197,7 +197,8 @@ class SafetensorsModel:
         return handle.get_tensor(name)
 
 
-def _optional_json(path: Path) -> dict[str, Any]:
+def optional_json(path: Path) -> dict[str, Any]:
+    """A JSON object file that may be absent ({}); ModelFileError if unreadable or not an object."""
     if not path.is_file():
         return {}
     data = read_json(path, f"{path.parent.name}/{path.name}")
@@ -250,3 +251,10 @@ def open_safetensors(folder: str | Path) -> SafetensorsModel:
     if not folder.is_dir():
         raise ModelFileError(f"{folder}: no such folder")
     return SafetensorsModel(folder)
+
+
+def token_text(value: object) -> str | None:
+    """A special token as tokenizer_config.json spells it: a string or {"content": ...}."""
+    if isinstance(value, dict):
+        value = value.get("content")
+    return value if isinstance(value, str) else None

@@ -58,7 +58,9 @@ def starter_path(models_dir: Path) -> Path:
                         out.write(block)
         got = _sha256(tmp)
         if got != expected:
-            raise ModelFileError(f"{target}: assembled starter model has SHA-256 {got}, expected {expected}")
+            raise ModelFileError(
+                f"{target}: assembled starter model has SHA-256 {got}, expected {expected}"
+            )
         os.replace(tmp, target)
         stamp.write_text(expected + "\n")
     finally:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from ember.models.errors import ModelFileError
+from ember.models.safetensors import optional_json, token_text
 from ember.models.tokenizer import EOT_SPELLINGS
 
 _BYTE_TOKEN = re.compile(r"<0x([0-9A-Fa-f]{2})>")
@@ -26,25 +26,6 @@ def _byte_level_decoder() -> dict[str, int]:
             table[b] = chr(256 + extra)
             extra += 1
     return {char: b for b, char in table.items()}
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ModelFileError(f"{path}: unreadable JSON ({exc})") from exc
-    if not isinstance(data, dict):
-        raise ModelFileError(f"{path}: expected a JSON object")
-    return data
-
-
-def _token_text(value: object) -> str | None:
-    # tokenizer_config.json spells a special token as a string or as {"content": ...}.
-    if isinstance(value, dict):
-        value = value.get("content")
-    return value if isinstance(value, str) else None
 
 
 def _types(node: object) -> set[str]:
@@ -75,17 +56,17 @@ class HFTokenizer:
         except Exception as exc:  # tokenizers raises a bare Exception on bad files
             raise ModelFileError(f"{path}: cannot load tokenizer ({exc})") from exc
         self._plain.encode_special_tokens = True
-        data = _read_json(path)
-        config = _read_json(self.folder / "tokenizer_config.json")
-        generation = _read_json(self.folder / "generation_config.json")
+        data = optional_json(path)
+        config = optional_json(self.folder / "tokenizer_config.json")
+        generation = optional_json(self.folder / "generation_config.json")
         self._added = {t["id"]: t["content"] for t in data.get("added_tokens", [])}
         self._byte_level = "ByteLevel" in _types(data.get("decoder")) | _types(
             data.get("pre_tokenizer")
         )
         self._metaspace = bool({"Metaspace", "Replace"} & _types(data.get("decoder")))
         self.vocab_size = self._special.get_vocab_size(with_added_tokens=True)
-        self.bos_id = self._id_of(_token_text(config.get("bos_token")))
-        self.eos_id = self._id_of(_token_text(config.get("eos_token")))
+        self.bos_id = self._id_of(token_text(config.get("bos_token")))
+        self.eos_id = self._id_of(token_text(config.get("eos_token")))
         self.add_bos = self._wants_bos(config, data)
         self.eot_ids = self._end_ids(generation)
         self._bytes_cache: dict[int, bytes] = {}

@@ -59,7 +59,6 @@ def describe(ref: str) -> dict[str, Any]:
         if record.source_repo:
             parts = [record.source_repo, record.source_revision, record.source_file]
             out["source"] = " ".join(p for p in parts if p)
-        registry.touch_last_used(record.name)
     return out
 
 

@@ -127,4 +127,9 @@ def load_parts(options: EngineOptions) -> tuple[Runner, Any, str]:
     except Exception:
         runner.close()
         raise
-    return runner, chat, str(getattr(resolved, "name", options.model))
+    name = str(getattr(resolved, "name", options.model))
+    if not isinstance(resolved, LocalModel):
+        from ember.models.registry import mark_used
+
+        mark_used(name)  # `ember list` and the model picker sort by last use
+    return runner, chat, name

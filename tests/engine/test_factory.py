@@ -57,3 +57,15 @@ def test_resolve_uses_the_registry(tmp_path: Path) -> None:
 def test_fake_runner_loads_without_a_model_file() -> None:
     runner, chat, name = factory.load_parts(EngineOptions(model="anything", runner="fake"))
     assert runner.info.name == "fake" and name == "fake" and chat is not None
+
+
+def test_loading_a_registered_model_marks_it_used(tiny_models: object) -> None:
+    from ember.models.registry import Registry
+
+    path = tiny_models.gguf("llama", "Q8_0")  # type: ignore[attr-defined]
+    Registry().add_path(path, name="tiny")
+    assert Registry().get("tiny").last_used_at is None
+    runner, _, name = factory.load_parts(EngineOptions(model="tiny", runner="torch", device="cpu"))
+    runner.close()
+    assert name == "tiny"
+    assert Registry().get("tiny").last_used_at is not None
