@@ -93,6 +93,13 @@ def test_add_alias_du_rm_in_place(
     code, out, _ = _run(capsys, "du", "--json")
     usage = json.loads(out)
     assert usage["models"] == {"mine": path.stat().st_size} and usage["owned_bytes"] == 0
+    assert usage["caches"] == {"packed": 0, "prefix": 0, "downloads": 0}
+    snapshot = tmp_path / "ember_home" / "cache" / "prefix" / "ab" / "snap.kv"
+    snapshot.parent.mkdir(parents=True)
+    snapshot.write_bytes(b"x" * 1000)
+    code, out, _ = _run(capsys, "du")
+    assert code == 0 and "prompt KV snapshots" in out
+    assert json.loads(_run(capsys, "du", "--json")[1])["caches"]["prefix"] == 1000
     code, out, err = _run(capsys, "rm", "m")  # stdin is not a terminal: refuses without -y
     assert code == 1 and "pass -y" in err and "stay where they are" in err
     code, out, _ = _run(capsys, "rm", "m", "-y")

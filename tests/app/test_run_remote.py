@@ -12,8 +12,13 @@ from tests.engine.runners.remote_server import serve
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, EMBER_REMOTE_API_KEY="k")
-    return subprocess.run([sys.executable, "-m", "ember", "run", *args],
-                          capture_output=True, text=True, timeout=120, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "ember", "run", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
 
 
 def test_run_remote_streams_and_reports_runner() -> None:
