@@ -10,9 +10,11 @@ Environment: EMBER_PACKED_CACHE=DIR puts the cache in DIR; EMBER_PACKED_CACHE=of
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -101,8 +103,17 @@ class PackedCache:
         prune(self.path.parent, MAX_BYTES, keep=self.path)
 
 
+STALE_TMP_S = 3600  # a temporary file this old was left by a crashed or killed writer
+
+
 def prune(root: Path, max_bytes: int, keep: Path | None = None) -> None:
-    """Delete the least recently used cache files until the folder holds <= max_bytes."""
+    """Delete stale temporary files, then the least recently used cache files until the folder
+    holds <= max_bytes."""
+    now = time.time()
+    for tmp in root.glob(".*.tmp"):
+        with contextlib.suppress(OSError):
+            if now - tmp.stat().st_mtime > STALE_TMP_S:
+                tmp.unlink()
     files = sorted(
         (p for p in root.glob("*.pt") if p != keep),
         key=lambda p: p.stat().st_mtime_ns,

@@ -77,5 +77,10 @@ def test_prune_drops_least_recently_used(tmp_path: Path) -> None:
         f = tmp_path / f"{name}.pt"
         f.write_bytes(b"x" * 100)
         os.utime(f, ns=(i * 10**9, i * 10**9))
+    stale, fresh = tmp_path / ".x.pt.1.tmp", tmp_path / ".y.pt.2.tmp"
+    stale.write_bytes(b"x")
+    fresh.write_bytes(b"x")
+    os.utime(stale, ns=(0, 0))
     prune(tmp_path, 200)
     assert sorted(p.stem for p in tmp_path.glob("*.pt")) == ["mid", "new"]
+    assert not stale.exists() and fresh.exists()  # a writer may still be using a fresh one
