@@ -18,39 +18,18 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
     return code, out.out, out.err
 
 
+GREEDY_JSON = ("run", "fake", "hello", "--runner", "fake", "--temperature", "0")
+
+
 def test_run_streams_and_ends_with_json(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _run(
-        capsys,
-        "run",
-        "fake",
-        "hello",
-        "--runner",
-        "fake",
-        "--temperature",
-        "0",
-        "--max-tokens",
-        "6",
-        "--json",
-    )
+    code, out, _ = _run(capsys, *GREEDY_JSON, "--max-tokens", "6", "--json")
     assert code == 0
     record = json.loads(out.strip().splitlines()[-1])
     assert set(record) == FIELDS
     assert record["runner"] == "fake" and record["generated_tokens"] == len(record["token_ids"])
     assert record["prompt_tokens"] > 0 and record["evicted_tokens"] == 0
     assert out.startswith(record["text"])  # the text was streamed before the JSON line
-    _, again, _ = _run(
-        capsys,
-        "run",
-        "fake",
-        "hello",
-        "--runner",
-        "fake",
-        "--temperature",
-        "0",
-        "--max-tokens",
-        "6",
-        "--json",
-    )
+    _, again, _ = _run(capsys, *GREEDY_JSON, "--max-tokens", "6", "--json")
     assert json.loads(again.strip().splitlines()[-1])["token_ids"] == record["token_ids"]
 
 
