@@ -146,9 +146,10 @@ def build_model(
 
     With cache_root (CPU only), converted weights are mapped from the packed-weight cache when
     an earlier build saved them, and saved there after a build otherwise."""
-    root = cache_root if opts.device.type == "cpu" else None
-    key = cache_key(src.path, src.digest, f"{opts.dtype}|{opts.weight_format}|{opts.head_format}")
-    cache = PackedCache.open(root, key) if root is not None else PackedCache(None)
+    cache = PackedCache(None)
+    if cache_root is not None and opts.device.type == "cpu":
+        options = f"{opts.dtype}|{opts.weight_format}|{opts.head_format}"
+        cache = PackedCache.open(cache_root, cache_key(src.path, src.digest, options))
     b = _Builder(src, opts, cache)
     cfg: ModelConfig = src.config
     layers = [b.layer(i) for i in range(cfg.n_layers)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -15,6 +16,9 @@ from ember.engine.runners.torch.layers.pack import (
     quantize_int8g,
 )
 from ember.engine.runners.torch.weights import BF16, F16, F32, WeightTensor
+
+if TYPE_CHECKING:
+    from gguf import GGMLQuantizationType
 
 FLOAT_TYPES = frozenset({F32, F16, BF16})
 
@@ -39,30 +43,62 @@ def _codes(groups: torch.Tensor, a: torch.Tensor, b: torch.Tensor, n: int, k: in
     )
 
 
-def _exact_int4(t: WeightTensor, start: int, stop: int) -> Int4Codes:
-    """Rows start:stop of a Q4_0 / Q4_1 / Q4_K tensor map onto int4 group-32 exactly: read codes
-    and (a, b) from the bytes."""
+def _gguf_blocks(
+    t: WeightTensor, start: int, stop: int
+) -> tuple[GGMLQuantizationType, torch.Tensor]:
+    """(GGML type, uint8 blocks (n_blocks, block_bytes)) of rows start:stop of a GGUF tensor."""
     from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
     from ember.models.quants import as_uint8_tensor
-    from ember.models.quants_int4 import EXACT_AFFINE
 
     qtype = GGMLQuantizationType(t.qtype)
-    n, k = t.shape
-    row_bytes = t.raw.size // n
+    row_bytes = t.raw.size // t.shape[0]
     raw = t.raw[start * row_bytes : stop * row_bytes]
-    blocks = as_uint8_tensor(raw).reshape(-1, GGML_QUANT_SIZES[qtype][1])
+    return qtype, as_uint8_tensor(raw).reshape(-1, GGML_QUANT_SIZES[qtype][1])
+
+
+def _exact_int4(t: WeightTensor, start: int, stop: int) -> Int4Codes:
+    """Rows start:stop of a Q4_0 / Q4_1 / Q4_K tensor map onto int4 group-32 exactly: read codes
+    and (a, b) from the bytes."""
+    from ember.models.quants_int4 import EXACT_AFFINE
+
+    qtype, blocks = _gguf_blocks(t, start, stop)
     q, a, b = EXACT_AFFINE[qtype](blocks)
     groups = a.reshape(-1, 1) * q.reshape(-1, INT4_GROUP).float() + b.reshape(-1, 1)
-    return _codes(groups, a.reshape(-1, 1).float(), b.reshape(-1, 1).float(), stop - start, k)
+    return _codes(
+        groups, a.reshape(-1, 1).float(), b.reshape(-1, 1).float(), stop - start, t.shape[1]
+    )
 
 
-def _is_exact(t: WeightTensor) -> bool:
+def _exact_int8g(t: WeightTensor, start: int, stop: int) -> Int4Codes:
+    """Rows start:stop of a quantized GGUF tensor as int8g (both planes side by side): exact for
+    Q5_0/Q5_1/Q5_K/Q8_0 up to the scales' rounding, a two-step residual fit otherwise."""
+    from ember.models.quants import DEQUANTIZERS
+    from ember.models.quants_int4 import int4x2_groups
+
+    qtype, blocks = _gguf_blocks(t, start, stop)
+    hi, lo = int4x2_groups(qtype, blocks, DEQUANTIZERS[qtype], torch.float32)
+    rows, groups = stop - start, t.shape[1] // INT4_GROUP
+
+    def codes(part: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> Int4Codes:
+        q, scale, zero = part
+        return Int4Codes(
+            q.reshape(rows, -1), scale.reshape(rows, groups), zero.reshape(rows, groups)
+        )
+
+    return _merge_k(codes(lo), codes(hi))
+
+
+def _exact_int4_source(t: WeightTensor) -> bool:
     from gguf import GGMLQuantizationType
 
     from ember.models.quants_int4 import EXACT_AFFINE
 
     return t.raw is not None and GGMLQuantizationType(t.qtype) in EXACT_AFFINE
+
+
+def _quantized_source(t: WeightTensor) -> bool:
+    return t.raw is not None and t.qtype not in FLOAT_TYPES
 
 
 def _permute_codes(c: Int4Codes, fix: RowFix) -> Int4Codes:
@@ -76,56 +112,14 @@ def _merge_k(low: Int4Codes, high: Int4Codes) -> Int4Codes:
     )
 
 
-def _exact_int8g(t: WeightTensor, start: int, stop: int) -> Int4Codes:
-    """Rows start:stop of a quantized GGUF tensor as int8g (both planes side by side): exact for
-    Q5_0/Q5_1/Q5_K/Q8_0 up to the scales' rounding, a two-step residual fit otherwise."""
-    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
-
-    from ember.models.quants import DEQUANTIZERS, as_uint8_tensor
-    from ember.models.quants_int4 import int4x2_groups
-
-    qtype = GGMLQuantizationType(t.qtype)
-    n, k = t.shape
-    row_bytes = t.raw.size // n
-    raw = t.raw[start * row_bytes : stop * row_bytes]
-    blocks = as_uint8_tensor(raw).reshape(-1, GGML_QUANT_SIZES[qtype][1])
-    hi, lo = int4x2_groups(qtype, blocks, DEQUANTIZERS[qtype], torch.float32)
-    rows = stop - start
-
-    def codes(part: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> Int4Codes:
-        q, scale, zero = part
-        return Int4Codes(
-            q.reshape(rows, k),
-            scale.reshape(rows, k // INT4_GROUP),
-            zero.reshape(rows, k // INT4_GROUP),
-        )
-
-    return _merge_k(codes(lo), codes(hi))
-
-
-def _int8g_chunks(parts: list[WeightTensor], fixes: list[RowFix | None]) -> Iterator[Int4Codes]:
-    """int8g codes chunk by chunk: from the GGUF blocks when quantized, min-max from floats else."""
-    for p, fix in zip(parts, fixes, strict=True):
-        if p.raw is None or p.qtype in FLOAT_TYPES:
-            yield from (_merge_k(*quantize_int8g(w)) for w in _float_chunks([p], [fix]))
-        elif fix is not None:
-            yield _permute_codes(_exact_int8g(p, 0, p.shape[0]), fix)
-        else:
-            n = p.shape[0]
-            yield from (_exact_int8g(p, s, min(n, s + CHUNK_ROWS)) for s in range(0, n, CHUNK_ROWS))
+def _min_max_int8g(w: torch.Tensor) -> Int4Codes:
+    return _merge_k(*quantize_int8g(w))
 
 
 CHUNK_ROWS = 8192  # rows converted at a time (a multiple of 64: CPU int4 packs concatenate)
 
-
-def _chunk_rows(parts: list[WeightTensor], fixes: list[RowFix | None]) -> list[int]:
-    """Row counts of the chunks _float_chunks / _int4_chunks yield (a permuted part comes whole)."""
-    rows: list[int] = []
-    for p, fix in zip(parts, fixes, strict=True):
-        n = p.shape[0]
-        step = n if fix is not None or p.load is not None or len(p.shape) != 2 else CHUNK_ROWS
-        rows.extend(min(step, n - s) for s in range(0, n, step))
-    return rows
+ExactFn = Callable[[WeightTensor, int, int], Int4Codes]  # rows start:stop straight from the bytes
+FloatFn = Callable[[torch.Tensor], Int4Codes]  # from float weights
 
 
 def _float_chunks(parts: list[WeightTensor], fixes: list[RowFix | None]) -> Iterator[torch.Tensor]:
@@ -137,36 +131,53 @@ def _float_chunks(parts: list[WeightTensor], fixes: list[RowFix | None]) -> Iter
             yield from p.row_chunks(CHUNK_ROWS)
 
 
-def _int4_chunks(parts: list[WeightTensor], fixes: list[RowFix | None]) -> Iterator[Int4Codes]:
-    """int4 codes chunk by chunk: exact for Q4_0/Q4_1/Q4_K, least-squares fitted otherwise."""
+def _code_chunks(
+    parts: list[WeightTensor],
+    fixes: list[RowFix | None],
+    readable: Callable[[WeightTensor], bool],
+    exact: ExactFn,
+    from_float: FloatFn,
+) -> Iterator[Int4Codes]:
+    """Codes of the fused weight chunk by chunk: read from the bytes where `readable`, else
+    converted from float chunks (a permuted part comes whole)."""
     for p, fix in zip(parts, fixes, strict=True):
-        if not _is_exact(p):
-            yield from (_fitted_int4(w) for w in _float_chunks([p], [fix]))
+        n = p.shape[0]
+        if not readable(p):
+            yield from (from_float(w) for w in _float_chunks([p], [fix]))
         elif fix is not None:
-            yield _permute_codes(_exact_int4(p, 0, p.shape[0]), fix)
+            yield _permute_codes(exact(p, 0, n), fix)
         else:
-            n = p.shape[0]
-            yield from (_exact_int4(p, s, min(n, s + CHUNK_ROWS)) for s in range(0, n, CHUNK_ROWS))
+            yield from (exact(p, s, min(n, s + CHUNK_ROWS)) for s in range(0, n, CHUNK_ROWS))
 
 
 def _pack_stream(
-    chunks: Iterator[Int4Codes], rows: list[int], dtype: torch.dtype, device: torch.device
+    chunks: Iterator[Int4Codes], dtype: torch.dtype, device: torch.device
 ) -> Int4Weight:
-    """Pack the fused weight. On CPU, packs of 64-row multiples concatenate, so each chunk is
-    packed as it comes and its int32 codes dropped (peak memory: one chunk, not the matrix)."""
-    if device.type == "cpu" and all(r % 64 == 0 for r in rows[:-1]):
-        packed = [c.pack(dtype, device) for c in chunks]
-        if len(packed) == 1:
-            return packed[0]
-        return Int4Weight(
-            torch.cat([p.packed for p in packed]),
-            torch.cat([p.scales_zeros for p in packed], dim=1),
-            sum(p.out_features for p in packed),
-            packed[0].in_features,
+    """Pack the fused weight. On CPU, packs of 64-row multiples concatenate, so each such chunk is
+    packed as it comes and its int32 codes dropped (peak memory: one chunk, not the matrix); from
+    the first other chunk on (tiny models, or CUDA), codes are fused and packed at the end."""
+    packed: list[Int4Weight] = []
+    pending: list[Int4Codes] = []
+    for c in chunks:
+        if device.type == "cpu" and not pending and c.q.shape[0] % 64 == 0:
+            packed.append(c.pack(dtype, device))
+        else:
+            pending.append(c)
+    if pending:
+        fields = ("q", "scale", "zero")
+        packed.append(
+            Int4Codes(*(torch.cat([getattr(c, f) for c in pending]) for f in fields)).pack(
+                dtype, device
+            )
         )
-    codes = list(chunks)
-    fused = Int4Codes(*(torch.cat([getattr(c, f) for c in codes]) for f in ("q", "scale", "zero")))
-    return fused.pack(dtype, device)
+    if len(packed) == 1:
+        return packed[0]
+    return Int4Weight(
+        torch.cat([p.packed for p in packed]),
+        torch.cat([p.scales_zeros for p in packed], dim=1),
+        sum(p.out_features for p in packed),
+        packed[0].in_features,
+    )
 
 
 def build_linear(
@@ -199,14 +210,13 @@ def build_linear(
         )
     if fmt == "int8":
         return QLinear(out_f, in_f, b, dtype, q8=_to(quantize_int8(dense_fn(), dtype), device))
-    rows = _chunk_rows(parts, fixes)
     if fmt == "int4":
-        chunks = _int4_chunks(parts, fixes)
+        chunks = _code_chunks(parts, fixes, _exact_int4_source, _exact_int4, _fitted_int4)
     elif fmt == "int8g":
-        chunks = _int8g_chunks(parts, fixes)
+        chunks = _code_chunks(parts, fixes, _quantized_source, _exact_int8g, _min_max_int8g)
     else:
         raise ValueError(f"weight format {fmt!r} is not one of dense, int8, int4, int8g")
-    packed = _pack_stream(chunks, rows, dtype, device)
+    packed = _pack_stream(chunks, dtype, device)
     return QLinear(
         out_f, in_f, b, dtype, q4=packed, fmt=fmt, dense_fn=dense_fn if from_file else None
     )
