@@ -26,7 +26,7 @@ from ember.engine.api import ChatMessage, EngineOptions, GenerationRequest, Samp
 from ember.engine.engine import Engine  # noqa: E402
 from ember.engine.prefix_store import PrefixStore  # noqa: E402
 from ember.engine.runners.factory import load_parts  # noqa: E402
-from ember.models.starter import starter_path  # noqa: E402
+from ember.models.registry.starter import starter_path  # noqa: E402
 
 QUESTION = "In one word: what color is the sky?"
 

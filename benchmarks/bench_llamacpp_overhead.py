@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 def _model(given: str | None) -> Path:
     if given:
         return Path(given)
-    from ember.models.starter import starter_path
+    from ember.models.registry.starter import starter_path
 
     return starter_path(ROOT / "tests" / ".cache" / "models")
 
@@ -39,7 +39,7 @@ def main() -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
-    from ember.engine.runners.llamacpp_bench import bench_llamacpp_runner
+    from ember.engine.runners.llamacpp.bench import bench_llamacpp_runner
 
     rows = [
         bench_llamacpp_runner(

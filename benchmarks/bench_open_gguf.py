@@ -24,12 +24,12 @@ def _median_seconds(fn, repeats: int) -> float:  # type: ignore[no-untyped-def]
 def main() -> None:
     import gguf
 
-    from ember.models.gguf import open_gguf
+    from ember.models.files.gguf import open_gguf
 
     if len(sys.argv) > 1:
         path = Path(sys.argv[1])
     else:
-        from ember.models.starter import starter_path
+        from ember.models.registry.starter import starter_path
 
         path = starter_path(Path(__file__).resolve().parents[1] / "tests" / ".cache" / "models")
     repeats = int(sys.argv[2]) if len(sys.argv) > 2 else 5

@@ -1,6 +1,6 @@
 """Pull throughput from a local fake Hub: Ember's downloader vs `curl` on the same file.
 
-The server runs in its own process (tests/models/hub_server.py) so it does not share a GIL with
+The server runs in its own process (tests/models/hub/hub_server.py) so it does not share a GIL with
 the client. Each run downloads to a fresh path; the medians of N runs are compared side by side.
 Ember's time includes the SHA-256 check and the atomic rename; curl only writes the bytes.
 
@@ -30,7 +30,7 @@ def _source_file(work: Path, given: str | None) -> Path:
     if given:
         return Path(given)
     try:
-        from ember.models.starter import starter_installed, starter_path
+        from ember.models.registry.starter import starter_installed, starter_path
 
         if starter_installed():
             return starter_path(ROOT / "tests" / ".cache" / "models")
@@ -45,7 +45,7 @@ def _source_file(work: Path, given: str | None) -> Path:
 
 def _start_server(root: Path) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.models.hub_server", str(root)],
+        [sys.executable, "-m", "tests.models.hub.hub_server", str(root)],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,
@@ -62,7 +62,7 @@ def _time_curl(url: str, dest: Path) -> float:
 
 
 def _time_ember(url: str, dest: Path, size: int, sha256: str) -> float:
-    from ember.models.download import Downloader, RemoteFile
+    from ember.models.hub.download import Downloader, RemoteFile
 
     start = time.perf_counter()
     Downloader(headers={}).fetch(RemoteFile(dest.name, url, dest, size, sha256))

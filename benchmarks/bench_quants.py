@@ -29,8 +29,8 @@ from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ember.models.quants import dequantize  # noqa: E402
-from ember.models.quants_repack import auto_target, matmul, packed_to_float, repack  # noqa: E402
+from ember.models.quants.dequant import dequantize  # noqa: E402
+from ember.models.quants.repack import auto_target, matmul, packed_to_float, repack  # noqa: E402
 
 T = GGMLQuantizationType
 QUANT_TYPES = [
@@ -65,8 +65,8 @@ def ggml_quantize(w: np.ndarray, qtype: GGMLQuantizationType) -> np.ndarray:
 def source_weights() -> tuple[np.ndarray, str]:
     """Real weights from the starter model if it is installed, else a Gaussian stand-in."""
     try:
-        from ember.models.gguf import open_gguf
-        from ember.models.starter import starter_installed, starter_path
+        from ember.models.files.gguf import open_gguf
+        from ember.models.registry.starter import starter_installed, starter_path
 
         if starter_installed():
             path = starter_path(Path(__file__).resolve().parent.parent / "tests/.cache/models")
@@ -87,8 +87,8 @@ def mapped_weights(raw: np.ndarray, qtype: GGMLQuantizationType, shape, packed) 
     """The float32 weights a PackedWeight stands for. int4 forms come from the mapping math
     (quants_int4) rather than the kernel on an identity matrix, which is slow at K = 2048; the
     tests check that the kernel agrees with that math."""
-    from ember.models.quants import DEQUANTIZERS
-    from ember.models.quants_int4 import dequant_int4, int4_groups, int4x2_groups
+    from ember.models.quants.dequant import DEQUANTIZERS
+    from ember.models.quants.int4 import dequant_int4, int4_groups, int4x2_groups
 
     if packed.kind not in ("int4", "int4x2"):
         return packed_to_float(packed)
@@ -137,7 +137,7 @@ def _median_seconds(fn, runs: int) -> float:
 
 def speed_rows(rows: int, cols: int, runs: int) -> list[tuple[str, float, float, float, str]]:
     """(format, MB, dequantize GB/s, repack-auto GB/s, auto target) on random valid blocks."""
-    from tests.models.quant_blocks import random_tensor
+    from tests.models.quants.quant_blocks import random_tensor
 
     out = []
     for qtype in ALL_TYPES:
@@ -157,7 +157,7 @@ MATMUL_SHAPES = [(1024, 640), (256, 640), (640, 1024), (2048, 640), (640, 2048),
 
 def matmul_rows(runs: int) -> list[tuple[str, int, dict[str, float]]]:
     """(shape, M, kind -> median microseconds) of matmul on Q8_0 weights repacked to each kind."""
-    from tests.models.quant_blocks import random_tensor
+    from tests.models.quants.quant_blocks import random_tensor
 
     out = []
     for n, k in MATMUL_SHAPES:

@@ -78,7 +78,7 @@ class Row:
 def _model(given: str | None) -> Path:
     if given:
         return Path(given)
-    from ember.models.starter import starter_path
+    from ember.models.registry.starter import starter_path
 
     return starter_path(ROOT / "tests" / ".cache" / "models")
 
@@ -88,7 +88,7 @@ def build_engine(args: argparse.Namespace, draft: str) -> Any:
     from ember.engine.api import EngineOptions
     from ember.engine.engine import Engine
     from ember.engine.runners.factory import chat_renderer, create_runner, resolve
-    from ember.engine.speculative import create_proposer
+    from ember.engine.speculative.verify import create_proposer
 
     path = _model(args.model)
     options = EngineOptions(

@@ -281,7 +281,7 @@ def main() -> int:
         raise SystemExit(f"--window must be a multiple of {BLOCK_SIZE} and --stride even")
 
     from ember.engine.runners.factory import resolve
-    from ember.models.tokenizer import open_tokenizer
+    from ember.models.text.tokenizers.base import open_tokenizer
 
     tokenizer = open_tokenizer(resolve(args.model).path)
     text, num_tokens, names = build_corpus(tokenizer, args.min_tokens)

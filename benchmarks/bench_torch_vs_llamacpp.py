@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 def main() -> None:
     from ember.engine.runners.torch.bench import format_table, run_bench
-    from ember.models.starter import starter_path
+    from ember.models.registry.starter import starter_path
 
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("gguf", nargs="?")

@@ -252,7 +252,7 @@ def load_engine(options: EngineOptions) -> Backend:
     """Load a model and return a thread-owned engine (an EngineThread) behind the Backend API;
     a remote server (--remote URL, a URL model or a registry entry of kind remote) gets a
     RemoteBackend instead."""
-    from ember.engine.runners.remote import RemoteBackend, remote_config
+    from ember.engine.remote.backend import RemoteBackend, remote_config
 
     remote = remote_config(options)
     if remote is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import codecs
 from dataclasses import dataclass, field
 
-from ember.models.tokenizer import Tokenizer
+from ember.models.text.tokenizers.base import Tokenizer
 
 
 def _held_suffix(text: str, stops: tuple[str, ...]) -> int:

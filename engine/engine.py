@@ -31,7 +31,12 @@ from ember.engine.runners.base import ForwardBatch, SeqStep
 from ember.engine.sampling import sample_token
 from ember.engine.scheduler import Proposer, ScheduledSeq, Scheduler, SchedulerConfig
 from ember.engine.sequence import Sequence
-from ember.engine.speculative import close_proposer, create_proposer, draft_probs, verify_sampled
+from ember.engine.speculative.verify import (
+    close_proposer,
+    create_proposer,
+    draft_probs,
+    verify_sampled,
+)
 from ember.engine.streaming import SinkWindow
 
 if TYPE_CHECKING:

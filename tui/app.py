@@ -6,7 +6,7 @@ from textual.app import App
 from textual.binding import Binding
 
 from ember.app.config import Paths, Settings, get_paths
-from ember.app.history import Conversation, History
+from ember.app.history.store import Conversation, History
 from ember.errors import EmberError
 from ember.tui.backend_host import BackendFactory, BackendHost
 from ember.tui.chat_config import engine_options, new_chat_settings

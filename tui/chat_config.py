@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ember.app.config import Settings
-from ember.app.history import Message
+from ember.app.history.store import Message
 from ember.engine.api import ChatMessage, EngineOptions, SamplingParams
 
 SAMPLING_KEYS = ("temperature", "top_k", "top_p", "min_p", "repeat_penalty", "max_tokens")

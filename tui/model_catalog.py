@@ -43,7 +43,7 @@ class QuantOption:
 
 
 class ModelCatalog(Protocol):
-    """Local models, Hub search and downloads (ember.models.registry / hub behind it)."""
+    """Local models, Hub search and downloads (ember.models.registry.registry / hub behind it)."""
 
     def list_local(self) -> list[LocalModel]: ...
 

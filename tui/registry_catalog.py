@@ -1,4 +1,4 @@
-"""RegistryCatalog: the models screen's ModelCatalog over ember.models.registry, hub and hub_pull.
+"""RegistryCatalog: the models screen's ModelCatalog over ember.models.registry.registry, hub and hub_pull.
 
 Heavy modules (huggingface_hub through models.hub) are imported inside the calls that need them.
 """
@@ -32,7 +32,7 @@ class RegistryCatalog:
 
     @staticmethod
     def _registry() -> Any:
-        from ember.models.registry import Registry
+        from ember.models.registry.registry import Registry
 
         return Registry()
 
@@ -43,19 +43,19 @@ class RegistryCatalog:
         self._registry().remove(name)
 
     def starter_available(self) -> bool:
-        from ember.models.starter import starter_installed
+        from ember.models.registry.starter import starter_installed
 
         return starter_installed()
 
     def install_starter(self) -> LocalModel:
-        from ember.models.starter import STARTER_NAME
+        from ember.models.registry.starter import STARTER_NAME
 
         registry = self._registry()
         registry.resolve(STARTER_NAME)  # assembles and registers the packaged starter
         return _local(registry.get(STARTER_NAME))
 
     def curated(self) -> list[HubRepo]:
-        from ember.models.hub_catalog import load_catalog
+        from ember.models.hub.catalog import load_catalog
 
         return [
             HubRepo(e.repo, description=f"{e.name}: {e.summary}")
@@ -64,13 +64,13 @@ class RegistryCatalog:
         ]
 
     def search(self, query: str) -> list[HubRepo]:
-        from ember.models import hub
+        from ember.models.hub import client as hub
 
         return [HubRepo(h.repo_id, h.downloads, h.likes) for h in hub.search(query, fmt="gguf")]
 
     def quants(self, repo_id: str) -> list[QuantOption]:
-        from ember.models import hub
-        from ember.models.hub_select import gguf_choices
+        from ember.models.hub import client as hub
+        from ember.models.hub.select import gguf_choices
 
         listing = hub.list_repo(repo_id)
         # QuantOption.filename carries the choice label: `repo:LABEL` is the pull reference
@@ -79,7 +79,7 @@ class RegistryCatalog:
     def download(
         self, repo_id: str, filename: str, progress: ProgressCallback, cancel: threading.Event
     ) -> LocalModel:
-        from ember.models.hub_pull import Puller
+        from ember.models.hub.pull import Puller
 
         def on_progress(event: Any) -> None:
             progress(int(event.bytes_done), int(event.bytes_total))

@@ -26,11 +26,11 @@ def run(args: argparse.Namespace) -> int:
 
     from ember.app.commands._model_format import human_bytes
     from ember.models.errors import RegistryError
-    from ember.models.registry import Registry
+    from ember.models.registry.registry import Registry
 
     registry = Registry()
     if args.hf_cache:
-        from ember.models.hub_cache import discover
+        from ember.models.hub.cache import discover
 
         found = discover()
         for model in found:

@@ -15,7 +15,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ember.models.registry import Registry
+    from ember.models.registry.registry import Registry
 
     record = Registry().alias(args.name, args.model)
     print(f"{args.name} -> {record.name}")

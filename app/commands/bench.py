@@ -40,13 +40,13 @@ def run(args: argparse.Namespace) -> int:
 
     from ember.engine.errors import EngineError
     from ember.engine.runners.torch.bench import format_table, run_bench
-    from ember.models.registry import resolve_model
+    from ember.models.registry.registry import resolve_model
 
     model = resolve_model(args.model)
     if model.format != "gguf":
         raise EngineError(f"{args.model}: bench compares against llama.cpp and needs a GGUF model")
     threads = args.threads or os.cpu_count() or 1
-    from ember.engine.runners.llamacpp_bench import bench_llamacpp_runner
+    from ember.engine.runners.llamacpp.bench import bench_llamacpp_runner
 
     try:
         table = run_bench(

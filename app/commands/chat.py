@@ -25,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
     import dataclasses
 
     from ember.app.config import get_paths, load_settings
-    from ember.app.history import History
+    from ember.app.history.store import History
 
     paths = get_paths()
     settings = load_settings(paths)

@@ -51,7 +51,7 @@ def _cpu() -> Report:
     import os
     from pathlib import Path
 
-    from ember.engine.runners.llamacpp_lib import physical_cores
+    from ember.engine.runners.llamacpp.lib import physical_cores
 
     flags: set[str] = set()
     cpuinfo = Path("/proc/cpuinfo")
@@ -132,7 +132,7 @@ def parse_system_info(text: str) -> dict[str, str]:
 def _llama_cpp() -> Report:
     import llama_cpp
 
-    from ember.engine.runners.llamacpp_lib import lib
+    from ember.engine.runners.llamacpp.lib import lib
 
     llama = lib()
     info = llama.llama_print_system_info().decode("utf-8", "replace").strip()

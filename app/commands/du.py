@@ -22,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ember.app.commands._model_format import human_bytes, print_json, print_table
-    from ember.models.registry import Registry
+    from ember.models.registry.registry import Registry
 
     registry = Registry()
     usage = registry.disk_usage()

@@ -17,8 +17,8 @@ def run(args: argparse.Namespace) -> int:
     import time
 
     from ember.app.commands._model_format import human_bytes, print_json, print_table
-    from ember.models.registry import Registry
-    from ember.models.starter import STARTER_NAME, starter_installed
+    from ember.models.registry.registry import Registry
+    from ember.models.registry.starter import STARTER_NAME, starter_installed
 
     registry = Registry()
     if starter_installed() and registry.find(STARTER_NAME) is None:
@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _hf_cache_hint(records: list) -> str:  # type: ignore[type-arg]
     """A line about models in the Hugging Face cache that are not registered yet, or ''."""
-    from ember.models.hub_cache import discover
+    from ember.models.hub.cache import discover
 
     known = {str(r.path) for r in records}
     extra = [m for m in discover() if str(m.path) not in known]

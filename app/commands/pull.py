@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     from ember.app.commands._model_format import human_bytes, print_json
     from ember.app.commands._progress import ProgressBar
     from ember.app.config import load_settings
-    from ember.models.hub_pull import Puller
+    from ember.models.hub.pull import Puller
 
     def note(text: str) -> None:
         print(text, file=sys.stderr)
@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         offline=args.offline, ctx=load_settings().ctx, on_progress=ProgressBar(), on_note=note
     )
     puller.downloader.on_wait = lambda f: note(f"{f.name}: another pull is downloading it; waiting")
-    from ember.models.starter import STARTER_NAME
+    from ember.models.registry.starter import STARTER_NAME
 
     plan = None
     if not puller.offline and args.ref != STARTER_NAME:

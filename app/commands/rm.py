@@ -18,8 +18,8 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     from ember.app.commands._model_format import human_bytes
-    from ember.models.registry import Registry
-    from ember.models.registry_probe import model_size
+    from ember.models.registry.probe import model_size
+    from ember.models.registry.registry import Registry
 
     registry = Registry()
     record = registry.get(args.model)

@@ -22,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ember.app.commands._model_format import human_bytes, human_count, print_json, print_table
-    from ember.models.hub import search
+    from ember.models.hub.client import search
 
     fmt = "gguf" if args.gguf else "safetensors" if args.safetensors else None
     hits = search(args.text, fmt, max(1, args.limit))

@@ -33,16 +33,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _registered_names() -> list[str]:
-    from ember.models import registry
+    from ember.models.registry import registry
 
     return [m.name for m in registry.list_models()]
 
 
 def run(args: argparse.Namespace) -> int:
     from ember.app.errors import ConfigError
-    from ember.app.server import create_app
-    from ember.app.server_pool import ModelPool
-    from ember.app.server_security import Guard, require_key_for
+    from ember.app.server.app import create_app
+    from ember.app.server.pool import ModelPool
+    from ember.app.server.security import Guard, require_key_for
     from ember.engine.api import EngineOptions, load_engine
 
     api_key = args.api_key if args.api_key is not None else os.environ.get("EMBER_API_KEY", "")

@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def describe(ref: str) -> dict[str, Any]:
     """Everything `ember show` prints about a model, as a JSON-ready dict."""
-    from ember.models.registry import Registry
+    from ember.models.registry.registry import Registry
 
     registry = Registry()
     resolved = registry.resolve(ref)
@@ -44,7 +44,7 @@ def describe(ref: str) -> dict[str, Any]:
     if resolved.format == "remote":
         out["url"] = resolved.url
         return out
-    from ember.models.inspect import inspect_model
+    from ember.models.files.inspect import inspect_model
 
     info = inspect_model(resolved.path).to_dict()
     model_name = info.pop("name", None)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     import numpy as np
 
-    from ember.models.tokenizer import Tokenizer
+    from ember.models.text.tokenizers.base import Tokenizer
 
 
 @dataclass

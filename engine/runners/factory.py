@@ -33,7 +33,7 @@ class LocalModel:
 def resolve(ref: str) -> Any:
     """The registry's resolution of ref (name, .gguf path or folder), else the path itself."""
     try:
-        from ember.models.registry import resolve_model
+        from ember.models.registry.registry import resolve_model
     except ImportError:
         resolve_model = None
     if resolve_model is not None:
@@ -78,7 +78,7 @@ def create_runner(options: EngineOptions, resolved: Any) -> Runner:
     name = pick_runner(options, str(getattr(resolved, "format", "gguf")))
     path = Path(resolved.path)
     if name == "fake":
-        from ember.engine.fake_runner import FakeRunner
+        from ember.engine.runners.fake import FakeRunner
 
         return FakeRunner()
     if name == "torch":
@@ -87,7 +87,7 @@ def create_runner(options: EngineOptions, resolved: Any) -> Runner:
         return TorchRunner.load(path, options)
     if model_format_is_not_gguf(resolved):
         raise EngineError(f"model {path}: the llama.cpp runner needs a .gguf file")
-    from ember.engine.runners.llamacpp import LlamaCppRunner
+    from ember.engine.runners.llamacpp.runner import LlamaCppRunner
 
     return LlamaCppRunner.load(path, options)
 
@@ -99,7 +99,7 @@ def model_format_is_not_gguf(resolved: Any) -> bool:
 def chat_renderer(resolved: Any, tokenizer: Any) -> Any:
     """A messages -> prompt ids function from the model's own chat template (None if absent)."""
     try:
-        from ember.models.chat_template import ChatTemplate
+        from ember.models.text.templates.chat_template import ChatTemplate
     except ImportError:
         return None
     path = Path(resolved.path)
@@ -116,7 +116,7 @@ def chat_renderer(resolved: Any, tokenizer: Any) -> Any:
 def load_parts(options: EngineOptions) -> tuple[Runner, Any, str]:
     """The runner, chat renderer and display name for options.model."""
     if options.runner == "fake":
-        from ember.engine.fake_runner import FakeRunner, fake_chat_ids
+        from ember.engine.runners.fake import FakeRunner, fake_chat_ids
 
         fake = FakeRunner()
         return fake, (lambda messages: fake_chat_ids(fake.tokenizer, messages)), "fake"
@@ -129,7 +129,7 @@ def load_parts(options: EngineOptions) -> tuple[Runner, Any, str]:
         raise
     name = str(getattr(resolved, "name", options.model))
     if not isinstance(resolved, LocalModel):
-        from ember.models.registry import mark_used
+        from ember.models.registry.registry import mark_used
 
         mark_used(name)  # `ember list` and the model picker sort by last use
     return runner, chat, name

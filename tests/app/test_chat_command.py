@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ember.app.cli import build_parser
 from ember.app.config import get_paths
-from ember.app.history import History
+from ember.app.history.store import History
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from ember.app.cli import main
-from tests.models.hub_server import HubServer, use_hub
-from tests.models.tiny_gguf import write_tiny_gguf, write_tiny_safetensors
+from tests.models.files.tiny_gguf import write_tiny_gguf, write_tiny_safetensors
+from tests.models.hub.hub_server import HubServer, use_hub
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -47,10 +47,10 @@ def test_show_text_and_unknown(tmp_path: Path, capsys: pytest.CaptureFixture[str
 def test_list_empty_then_added(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("ember.models.starter.starter_installed", lambda: False)
+    monkeypatch.setattr("ember.models.registry.starter.starter_installed", lambda: False)
     code, out, _ = _run(capsys, "list")
     assert code == 0 and "No local models" in out
-    from ember.models.registry import Registry
+    from ember.models.registry.registry import Registry
 
     Registry().add_path(write_tiny_gguf(tmp_path / "a.gguf"))
     code, out, _ = _run(capsys, "list", "--json")
@@ -84,7 +84,7 @@ def test_show_starter_offline(ember_home: Path) -> None:
 def test_add_alias_du_rm_in_place(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("ember.models.starter.starter_installed", lambda: False)
+    monkeypatch.setattr("ember.models.registry.starter.starter_installed", lambda: False)
     path = write_tiny_gguf(tmp_path / "user" / "mine.gguf")
     code, out, _ = _run(capsys, "add", str(path))
     assert code == 0 and "Added mine: gguf, llama" in out
@@ -121,8 +121,8 @@ def test_add_rejects_non_models(tmp_path: Path, capsys: pytest.CaptureFixture[st
 def test_rm_confirms_on_a_terminal(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ember.models.registry import Registry
-    from ember.models.registry_store import ModelRecord
+    from ember.models.registry.registry import Registry
+    from ember.models.registry.store import ModelRecord
 
     registry = Registry()
     path = write_tiny_gguf(registry.models_dir / "hub" / "org--r" / "m.gguf")
@@ -212,7 +212,7 @@ def test_pull_safetensors_repo_end_to_end(
     hub.add_repo("org/tiny-st", files)
     code, out, err = _run(capsys, "pull", "org/tiny-st")
     assert code == 0, err
-    from ember.models.registry import resolve_model
+    from ember.models.registry.registry import resolve_model
 
     resolved = resolve_model("org/tiny-st")
     assert resolved.format == "safetensors" and resolved.architecture == "llama"
@@ -259,7 +259,7 @@ def test_pull_safetensors_then_run(hub: HubServer, tiny_models: Any) -> None:
 
 def test_pull_gguf_then_run(hub: HubServer, tiny_models: Any) -> None:
     pytest.importorskip(
-        "ember.engine.runners.llamacpp", reason="the llama.cpp runner is not on main yet"
+        "ember.engine.runners.llamacpp.runner", reason="the llama.cpp runner is not on main yet"
     )
     src = tiny_models.gguf("llama", "Q8_0")
     hub.add_repo("org/tiny-llama-GGUF", {"tiny-llama-Q8_0.gguf": src.read_bytes()})

@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from tests.engine.runners.remote_server import serve
+from tests.engine.remote.remote_server import serve
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:

@@ -9,8 +9,8 @@ import numpy as np
 
 from ember.engine.api import EngineOptions, Event, Finished, GenerationRequest, SamplingParams
 from ember.engine.engine import Engine
-from ember.engine.fake_runner import FakeRunner, fake_chat_ids
 from ember.engine.runners.base import ForwardBatch
+from ember.engine.runners.fake import FakeRunner, fake_chat_ids
 
 
 class RecordingRunner(FakeRunner):

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from ember.engine.detokenizer import Detokenizer
-from ember.engine.fake_runner import FakeTokenizer
+from ember.engine.runners.fake import FakeTokenizer
 
 
 def _feed(detok: Detokenizer, text: str) -> list[str]:

@@ -5,8 +5,8 @@ import pytest
 
 from ember.engine.api import ChatMessage, Finished, GenerationRequest, SamplingParams, TextDelta
 from ember.engine.errors import EngineError
-from ember.engine.fake_runner import FakeRunner
 from ember.engine.runners.base import ForwardBatch
+from ember.engine.runners.fake import FakeRunner
 from ember.engine.sequence import Sequence
 from tests.engine.helpers import (
     RecordingRunner,

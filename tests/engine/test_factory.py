@@ -34,7 +34,7 @@ def test_unknown_runner_and_bad_paths() -> None:
 def test_resolve_falls_back_to_paths_without_registry(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setitem(sys.modules, "ember.models.registry", None)  # import fails
+    monkeypatch.setitem(sys.modules, "ember.models.registry.registry", None)  # import fails
     gguf = tmp_path / "m.gguf"
     gguf.write_bytes(b"GGUF")
     folder = tmp_path / "hf"
@@ -48,7 +48,7 @@ def test_resolve_falls_back_to_paths_without_registry(
 
 def test_resolve_uses_the_registry(tmp_path: Path) -> None:
     from ember.models.errors import ModelFileError
-    from ember.models.registry import RegistryError
+    from ember.models.registry.registry import RegistryError
 
     with pytest.raises((RegistryError, ModelFileError, EngineError)):
         factory.resolve(str(tmp_path / "missing.gguf"))
@@ -60,7 +60,7 @@ def test_fake_runner_loads_without_a_model_file() -> None:
 
 
 def test_loading_a_registered_model_marks_it_used(tiny_models: object) -> None:
-    from ember.models.registry import Registry
+    from ember.models.registry.registry import Registry
 
     path = tiny_models.gguf("llama", "Q8_0")  # type: ignore[attr-defined]
     Registry().add_path(path, name="tiny")

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from ember.engine.errors import EngineError
-from ember.engine.fake_runner import FakeRunner
 from ember.engine.perplexity import perplexity, target_log_probs
 from ember.engine.runners.base import ForwardBatch
+from ember.engine.runners.fake import FakeRunner
 from ember.engine.sampling import log_softmax
 from tests.engine.helpers import RecordingRunner, prompt_ids
 
@@ -173,7 +173,7 @@ def test_streaming_through_llamacpp_reuses_a_sink_window_sized_cache(
     starter_gguf: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip("llama_cpp")
-    from ember.engine.runners import llamacpp
+    from ember.engine.runners.llamacpp import runner as llamacpp
 
     monkeypatch.setattr(llamacpp, "KV_SLACK_TOKENS", 0)  # KV cells = the engine's blocks only
     runner = llamacpp.LlamaCppRunner.load(starter_gguf, threads=1, max_sequences=8)

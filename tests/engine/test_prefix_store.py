@@ -8,8 +8,8 @@ import pytest
 
 from ember.engine.api import EngineOptions, GenerationRequest
 from ember.engine.engine import Engine
-from ember.engine.fake_runner import FakeRunner, fake_chat_ids
 from ember.engine.prefix_store import PrefixStore
+from ember.engine.runners.fake import FakeRunner, fake_chat_ids
 from tests.engine.helpers import greedy, prompt_ids, run
 
 SYSTEM = list(prompt_ids(64, salt=1))

@@ -77,10 +77,10 @@ def backend(
 
 def _remote(path: Path, backends: dict[str, Backend], stack: ExitStack) -> Backend:
     """A RemoteBackend to `ember serve` serving the llama.cpp backend (shared with its tests)."""
-    from ember.app.server_pool import ModelPool
-    from ember.app.server_security import Guard
-    from ember.engine.runners.remote import RemoteBackend, RemoteConfig
-    from tests.app.server_harness import running_server
+    from ember.app.server.pool import ModelPool
+    from ember.app.server.security import Guard
+    from ember.engine.remote.backend import RemoteBackend, RemoteConfig
+    from tests.app.server.server_harness import running_server
 
     if "llama.cpp" not in backends:
         backends["llama.cpp"] = _local(str(path), "llama.cpp")

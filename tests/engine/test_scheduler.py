@@ -27,7 +27,7 @@ def _complete(sched: Scheduler) -> None:
 def test_no_torch_in_bookkeeping() -> None:
     code = (
         "import sys\n"
-        "for m in ('sequence', 'block_manager', 'streaming', 'scheduler', 'engine', 'fake_runner'):\n"
+        "for m in ('sequence', 'block_manager', 'streaming', 'scheduler', 'engine', 'runners.fake'):\n"
         "    __import__('ember.engine.' + m)\n"
         "print('torch' in sys.modules)"
     )

@@ -99,7 +99,8 @@ def test_wheel_installs_everything_under_ember(wheel: Path) -> None:
     for module in (
         "ember/app/cli.py",
         "ember/engine/api.py",
-        "ember/models/gguf.py",
+        "ember/models/files/gguf.py",
+        "ember/models/hub/catalog.json",
         "ember/tui/app.py",
     ):
         assert module in names

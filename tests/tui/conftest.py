@@ -11,7 +11,7 @@ import pytest
 from textual.pilot import Pilot
 
 from ember.app.config import Settings, get_paths
-from ember.app.history import History
+from ember.app.history.store import History
 from ember.engine.api import EngineOptions
 from ember.engine.errors import EngineError
 from ember.tui.app import EmberApp

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ember.app.config import Settings
-from ember.app.history import History
+from ember.app.history.store import History
 from ember.tui.screens.chat import ChatScreen
 from ember.tui.widgets.message_view import MessageView
 from ember.tui.widgets.prompt_input import PromptInput

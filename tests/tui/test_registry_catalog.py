@@ -1,4 +1,4 @@
-"""RegistryCatalog against the real registry and a local fake Hub (tests/models/hub_server.py)."""
+"""RegistryCatalog against the real registry and a local fake Hub (tests/models/hub/hub_server.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from ember.app.config import get_paths
 from ember.models.errors import DownloadError
 from ember.tui.registry_catalog import RegistryCatalog
-from tests.models.hub_server import HubServer, use_hub
-from tests.models.tiny_gguf import write_tiny_gguf
+from tests.models.files.tiny_gguf import write_tiny_gguf
+from tests.models.hub.hub_server import HubServer, use_hub
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import time
 import pytest
 from textual.pilot import Pilot
 
-from ember.app.history import History
+from ember.app.history.store import History
 from ember.tui.widgets.prompt_input import PromptInput
 from ember.tui.widgets.status_bar import StatusBar
 

@@ -10,7 +10,7 @@ from textual.binding import Binding
 from textual.content import Content
 from textual.widgets import Input, ListView, Static
 
-from ember.app.history import Message
+from ember.app.history.store import Message
 from ember.tui.chat_config import chat_value
 from ember.tui.screens.chat_core import ChatCore
 from ember.tui.screens.chat_settings import ChatSettingsDialog

@@ -12,7 +12,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
-from ember.app.history import Conversation, Message
+from ember.app.history.store import Conversation, Message
 from ember.engine.api import GenerationRequest
 from ember.errors import EmberError
 from ember.tui.chat_config import chat_messages, chat_value, engine_options, sampling_params

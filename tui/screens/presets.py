@@ -12,7 +12,7 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, ListItem, ListView, TextArea
 
-from ember.app.history import History, Preset
+from ember.app.history.store import History, Preset
 from ember.errors import EmberError
 
 

@@ -8,7 +8,7 @@ from textual.containers import Vertical
 from textual.content import Content
 from textual.widgets import Input, Label, ListItem, ListView
 
-from ember.app.history import Conversation
+from ember.app.history.store import Conversation
 from ember.tui.messages import ConversationSelected
 from ember.tui.text import visible
 

@@ -9,7 +9,7 @@ from textual.content import Content
 from textual.widgets import Markdown, Static
 from textual.widgets.markdown import MarkdownStream
 
-from ember.app.history import Message
+from ember.app.history.store import Message
 from ember.tui.messages import MessageAction
 from ember.tui.text import visible
 

@@ -61,7 +61,7 @@ def _file_digest(files: list[Path]) -> str:
 
 
 def _open_gguf(path: Path) -> ModelSource:
-    from ember.models.gguf import open_gguf
+    from ember.models.files.gguf import open_gguf
 
     model = open_gguf(path)  # bounded header check; tensors are zero-copy mmap views
     spec = arch_for_gguf(model.architecture, path)

@@ -20,7 +20,7 @@ from ember.engine.runners.torch.model import StepContext, Transformer
 
 if TYPE_CHECKING:
     from ember.engine.api import EngineOptions
-    from ember.models.tokenizer import Tokenizer
+    from ember.models.text.tokenizers.base import Tokenizer
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -97,7 +97,7 @@ class TorchRunner:
     def tokenizer(self) -> Tokenizer:
         """The model's tokenizer, opened on first use (GGUF: llama.cpp's vocab)."""
         if self._tokenizer is None:
-            from ember.models.tokenizer import open_tokenizer
+            from ember.models.text.tokenizers.base import open_tokenizer
 
             self._tokenizer = open_tokenizer(self.src.path)
         return self._tokenizer

@@ -57,7 +57,7 @@ class WeightTensor:
 def _dequantize(raw: Any, qtype: int, shape: tuple[int, ...]) -> torch.Tensor:
     from gguf import GGMLQuantizationType
 
-    from ember.models.quants import dequantize
+    from ember.models.quants.dequant import dequantize
 
     return dequantize(raw, GGMLQuantizationType(qtype), shape)
 
@@ -67,7 +67,7 @@ def _dequantize_rows(
 ) -> torch.Tensor:
     from gguf import GGMLQuantizationType
 
-    from ember.models.quants import dequantize_rows
+    from ember.models.quants.dequant import dequantize_rows
 
     return dequantize_rows(raw, GGMLQuantizationType(qtype), shape, ids)
 

@@ -27,7 +27,7 @@ RowFix = Callable[[torch.Tensor], torch.Tensor]  # a row permutation (llama GGUF
 
 def _fitted_int4(w: torch.Tensor) -> Int4Codes:
     """Least-squares int4 grid per group of 32 (models.quants_int4's fit) from float weights."""
-    from ember.models.quants_int4 import fit_affine
+    from ember.models.quants.int4 import fit_affine
 
     n, k = w.shape
     groups = w.float().reshape(-1, INT4_GROUP)
@@ -49,7 +49,7 @@ def _gguf_blocks(
     """(GGML type, uint8 blocks (n_blocks, block_bytes)) of rows start:stop of a GGUF tensor."""
     from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
-    from ember.models.quants import as_uint8_tensor
+    from ember.models.quants.dequant import as_uint8_tensor
 
     qtype = GGMLQuantizationType(t.qtype)
     row_bytes = t.raw.size // t.shape[0]
@@ -60,7 +60,7 @@ def _gguf_blocks(
 def _exact_int4(t: WeightTensor, start: int, stop: int) -> Int4Codes:
     """Rows start:stop of a Q4_0 / Q4_1 / Q4_K tensor map onto int4 group-32 exactly: read codes
     and (a, b) from the bytes."""
-    from ember.models.quants_int4 import EXACT_AFFINE
+    from ember.models.quants.int4 import EXACT_AFFINE
 
     qtype, blocks = _gguf_blocks(t, start, stop)
     q, a, b = EXACT_AFFINE[qtype](blocks)
@@ -73,8 +73,8 @@ def _exact_int4(t: WeightTensor, start: int, stop: int) -> Int4Codes:
 def _exact_int8g(t: WeightTensor, start: int, stop: int) -> Int4Codes:
     """Rows start:stop of a quantized GGUF tensor as int8g (both planes side by side): exact for
     Q5_0/Q5_1/Q5_K/Q8_0 up to the scales' rounding, a two-step residual fit otherwise."""
-    from ember.models.quants import DEQUANTIZERS
-    from ember.models.quants_int4 import int4x2_groups
+    from ember.models.quants.dequant import DEQUANTIZERS
+    from ember.models.quants.int4 import int4x2_groups
 
     qtype, blocks = _gguf_blocks(t, start, stop)
     hi, lo = int4x2_groups(qtype, blocks, DEQUANTIZERS[qtype], torch.float32)
@@ -92,7 +92,7 @@ def _exact_int8g(t: WeightTensor, start: int, stop: int) -> Int4Codes:
 def _exact_int4_source(t: WeightTensor) -> bool:
     from gguf import GGMLQuantizationType
 
-    from ember.models.quants_int4 import EXACT_AFFINE
+    from ember.models.quants.int4 import EXACT_AFFINE
 
     return t.raw is not None and GGMLQuantizationType(t.qtype) in EXACT_AFFINE
 

@@ -1,0 +1,202 @@
+"""Speculative decoding: the verification rule, and which proposer `--draft` loads.
+
+A proposer guesses up to k next tokens of a decoding sequence (scheduler.Proposer); the target
+scores the last sampled token plus the k drafts in one forward (SeqStep.num_logits = 1 + k), and
+the engine keeps the longest verified prefix plus one token of its own. The proposers live in
+speculative_lookup.py (n-grams of the context), speculative_draft.py (a second, smaller model, or
+a cheaper form of the target built by speculative_self.py); speculative_adaptive.py picks k.
+
+Two verification rules, both exact (the output distribution is the target's):
+- point-mass drafts (lookup, any greedy draft): Engine._sample samples each position from the
+  target and continues while the sample equals the draft;
+- drafts sampled from a distribution q (a draft model at temperature > 0): `verify_sampled`,
+  the rejection rule of Leviathan et al. 2023 / Chen et al. 2023.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence as Seq
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import numpy as np
+
+from ember.engine.api import EngineOptions, SamplingParams
+from ember.engine.errors import EngineError
+from ember.engine.sampling import apply_penalties, candidates
+from ember.engine.scheduler import Proposer
+
+if TYPE_CHECKING:
+    from ember.engine.runners.base import Runner
+
+log = logging.getLogger("ember.engine.speculative.verify")
+
+DRAFT_CHOICES = ("none", "lookup", "self", "auto")  # anything else names a draft model
+DEFAULT_DRAFT = "lookup"  # what "auto" means (docs/speculative.md has the measurements)
+# Runners whose verification logits are not bit-identical to one-token decoding. llama.cpp's
+# CPU kernels are not batch-invariant: on the starter model, rows of a 4+-token batch differ
+# from one-token decoding by up to 1.7 in logit, and rolled-back cells are re-decoded in
+# batches, so greedy output with drafts can leave plain greedy's at a near tie (measured: after
+# 33 tokens of a copy task, even at k = 1). Drafting there stays available on request
+# (--draft lookup), but "auto" does not turn it on.
+NOT_BATCH_INVARIANT = frozenset({"llama.cpp"})
+
+__all__ = ["DRAFT_CHOICES", "Proposer", "create_proposer", "draft_probs", "verify_sampled"]
+
+
+@runtime_checkable
+class DistributionProposer(Protocol):
+    """A proposer whose drafts were sampled: it tells the verifier what q they came from."""
+
+    def draft_probs(self, seq_id: int) -> np.ndarray | None:
+        """(k, vocab) probabilities q of the last proposal's drafts; None = point masses."""
+        ...
+
+
+def draft_probs(proposer: object, seq_id: int) -> np.ndarray | None:
+    """q of seq_id's last drafts when its proposer sampled them, else None (point masses)."""
+    if isinstance(proposer, DistributionProposer):
+        return proposer.draft_probs(seq_id)
+    return None
+
+
+def close_proposer(proposer: object) -> None:
+    """Release what a proposer holds (a draft model's runner); no-op for the others."""
+    close = getattr(proposer, "close", None)
+    if callable(close):
+        close()
+
+
+# ---- the sampling distribution --------------------------------------------------------------
+def sampling_probs(
+    logits: np.ndarray, params: SamplingParams, history: Seq[int] = ()
+) -> np.ndarray:
+    """The full (vocab,) distribution sample_token draws from (float64; a point mass at T=0)."""
+    logits = apply_penalties(np.asarray(logits, dtype=np.float32), history, params)
+    probs = np.zeros(logits.shape[0], dtype=np.float64)
+    if params.temperature == 0.0:
+        probs[int(np.argmax(logits))] = 1.0
+        return probs
+    ids, kept = candidates(logits, params)
+    scaled = kept.astype(np.float64) / params.temperature
+    weights = np.exp(scaled - scaled.max())
+    probs[ids] = weights / weights.sum()
+    return probs
+
+
+def draw(probs: np.ndarray, rng: np.random.Generator) -> int:
+    """One id from a (vocab,) distribution (inverse CDF: one uniform number per draw)."""
+    cdf = np.cumsum(probs)
+    index = int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"))
+    return min(index, probs.shape[0] - 1)
+
+
+def _fit(q: np.ndarray, vocab: int) -> np.ndarray:
+    """q over the target's vocab (a draft's logits may be padded wider or narrower)."""
+    if q.shape[0] == vocab:
+        return q
+    out = np.zeros(vocab, dtype=np.float64)
+    width = min(vocab, q.shape[0])
+    out[:width] = q[:width]
+    return out
+
+
+def verify_sampled(
+    rows: np.ndarray,
+    drafts: list[int],
+    q_rows: np.ndarray,
+    params: SamplingParams,
+    history: Seq[int],
+    rng: np.random.Generator,
+) -> list[int]:
+    """Verify drafts sampled from q; return the accepted prefix plus one target-side token.
+
+    rows: target logits (R, vocab) whose last len(drafts) + 1 rows score the drafts' positions
+    and the one after them; q_rows: (k, vocab) the draft distributions the drafts came from.
+    For each position i, with p = the target's sampling distribution given the kept tokens:
+      accept d_i with probability min(1, p(d_i) / q(d_i));
+      on rejection, emit one token from normalize(max(0, p - q)) and stop.
+    If all k are accepted, emit one more token from p at position k (the "bonus" token).
+    Then P(emit x) = q(x) min(1, p(x)/q(x)) + (1 - sum_y min(p(y), q(y))) * residual(x)
+                   = min(p(x), q(x)) + max(0, p(x) - q(x)) = p(x): exactly the target's.
+    """
+    offset = rows.shape[0] - 1 - len(drafts)
+    vocab = rows.shape[1]
+    out: list[int] = []
+    for i, token in enumerate(drafts):
+        p = sampling_probs(rows[offset + i], params, [*history, *out])
+        q = _fit(np.asarray(q_rows[i], dtype=np.float64), vocab)
+        # u < p/q  <=>  u * q < p  (no division; q(d) > 0 since d was drawn from q)
+        if rng.random() * q[token] < p[token]:
+            out.append(token)
+            continue
+        residual = np.maximum(p - q, 0.0)
+        # rejection implies p(d) < q(d), so sum(residual) = sum(max(0, q - p)) > 0
+        out.append(draw(residual if residual.sum() > 0 else p, rng))
+        return out
+    p = sampling_probs(rows[offset + len(drafts)], params, [*history, *out])
+    out.append(draw(p, rng))
+    return out
+
+
+# ---- which proposer --------------------------------------------------------------------------
+def create_proposer(
+    options: EngineOptions, runner: Runner, model_name: str = ""
+) -> Proposer | None:
+    """The proposer options.draft names: none, lookup, self, auto or a draft model reference."""
+    choice = (options.draft or "none").strip()
+    if choice == "auto":  # lookup where verification is exact and can pay, else none
+        choice = "none" if runner.info.name in NOT_BATCH_INVARIANT else DEFAULT_DRAFT
+    if choice == "none":
+        return None
+    if choice == "lookup":
+        from ember.engine.speculative.adaptive import AdaptiveDraftLength
+        from ember.engine.speculative.lookup import PromptLookupProposer
+
+        return PromptLookupProposer(adaptive=AdaptiveDraftLength(options.draft_tokens))
+    if choice == "self":
+        from ember.engine.speculative.self_draft import self_draft_runner
+
+        draft_runner, label = self_draft_runner(runner, options)
+        return _draft_proposer(draft_runner, options, runner, model_name, label)
+    return _load_draft_model(choice, options, runner, model_name)
+
+
+def _load_draft_model(
+    ref: str, options: EngineOptions, target: Runner, target_name: str
+) -> Proposer:
+    from dataclasses import replace
+
+    from ember.engine.runners.factory import create_runner, resolve
+
+    resolved = resolve(ref)
+    draft_options = replace(options, model=ref, draft="none")
+    draft_runner = create_runner(draft_options, resolved)
+    name = str(getattr(resolved, "name", ref))
+    try:
+        return _draft_proposer(draft_runner, options, target, target_name, name)
+    except Exception:
+        draft_runner.close()
+        raise
+
+
+def _draft_proposer(
+    draft_runner: Runner, options: EngineOptions, target: Runner, target_name: str, name: str
+) -> Proposer:
+    from ember.engine.speculative.adaptive import AdaptiveDraftLength
+    from ember.engine.speculative.draft_model import DraftModelProposer, check_same_tokenizer
+
+    check_same_tokenizer(
+        target.tokenizer, draft_runner.tokenizer, target_name or options.model, name
+    )
+    if options.ctx < 16:
+        raise EngineError(f"draft model {name}: ctx={options.ctx} is too small")
+    log.info("drafting with %s (k <= %d)", name, options.draft_tokens)
+    return DraftModelProposer(
+        draft_runner,
+        name=name,
+        ctx=options.ctx,
+        block_size=options.block_size,
+        max_seqs=options.max_batch,
+        adaptive=AdaptiveDraftLength(options.draft_tokens),
+    )

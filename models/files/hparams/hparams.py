@@ -1,0 +1,218 @@
+"""Model hyperparameters shared by GGUF files and Hugging Face safetensors folders.
+
+Public API:
+    RopeScaling           frozen dataclass: kind ("none"/"linear"/"yarn"/"llama3"/"dynamic"), factor,
+                          original_context_length, yarn/llama3 parameters
+    ModelHParams          frozen dataclass, validated at construction (ModelFileError names the field)
+    SUPPORTED_ARCHS       architectures the torch runner implements
+    hparams_from_gguf(metadata, source, tensor_shapes) -> ModelHParams     (models/files/hparams/from_gguf.py)
+    hparams_from_hf_config(config, source) -> ModelHParams                 (models/files/hparams/from_hf.py)
+
+Conventions the runners rely on:
+- head_dim is the query/key head size, head_dim_v the value head size.
+- Layer i uses sliding-window attention iff `is_sliding(i)`; gemma3 makes every 6th layer global
+  (i + 1 divisible by sliding_window_pattern) and rotates sliding layers with rope_local_theta.
+- rope_scaling applies to global layers only when rope_local_theta is set (gemma3), else to all.
+- attention scale = query_pre_attn_scalar ** -0.5 (head_dim unless the model says otherwise).
+- norm_weight_offset: RMSNorm computes x * (offset + w). HF gemma3 checkpoints store w - 1
+  (offset 1.0); llama.cpp's converter already adds the 1 into GGUF weights (offset 0.0).
+- GGUF llama files store Q/K rows permuted for interleaved RoPE (rope_interleaved=True); HF and the
+  other GGUF architectures use the NeoX half-split layout.
+- GGUF llama-3.1-style scaling arrives as a `rope_freqs.weight` tensor (head_dim/2 frequency
+  divisors) rather than metadata, so rope_scaling reads "none" there: use the tensor when present.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+
+from ember.models.errors import ModelFileError
+
+SUPPORTED_ARCHS: tuple[str, ...] = ("llama", "qwen2", "qwen3", "gemma3")
+ROPE_KINDS: tuple[str, ...] = ("none", "linear", "yarn", "llama3", "dynamic")
+ACTIVATIONS: tuple[str, ...] = ("silu", "gelu_tanh")
+
+
+@dataclass(frozen=True)
+class RopeScaling:
+    """RoPE context extension: kind, factor, the trained context, and yarn/llama3 knobs."""
+
+    kind: str = "none"
+    factor: float = 1.0
+    original_context_length: int | None = None
+    # llama3 ("rope_type": "llama3")
+    low_freq_factor: float | None = None
+    high_freq_factor: float | None = None
+    # yarn
+    beta_fast: float | None = None
+    beta_slow: float | None = None
+    attn_factor: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in ROPE_KINDS:
+            raise ModelFileError(f"rope_scaling.kind: unknown RoPE scaling {self.kind!r}")
+        if not (math.isfinite(self.factor) and self.factor > 0):
+            raise ModelFileError(f"rope_scaling.factor: must be > 0, got {self.factor}")
+        if self.kind == "none" and self.factor != 1.0:
+            raise ModelFileError("rope_scaling.factor: must be 1.0 without scaling")
+        if self.original_context_length is not None and self.original_context_length <= 0:
+            raise ModelFileError("rope_scaling.original_context_length: must be > 0")
+        for name in (
+            "low_freq_factor",
+            "high_freq_factor",
+            "beta_fast",
+            "beta_slow",
+            "attn_factor",
+        ):
+            value = getattr(self, name)
+            if value is not None and not (math.isfinite(value) and value > 0):
+                raise ModelFileError(f"rope_scaling.{name}: must be > 0, got {value}")
+        if self.kind == "llama3" and (
+            self.low_freq_factor is None or self.high_freq_factor is None
+        ):
+            raise ModelFileError(
+                "rope_scaling: llama3 scaling needs low_freq_factor and high_freq_factor"
+            )
+        if self.kind in ("llama3", "yarn") and self.original_context_length is None:
+            raise ModelFileError(f"rope_scaling: {self.kind} scaling needs original_context_length")
+
+
+_POSITIVE_INTS = (
+    "n_layers",
+    "hidden_size",
+    "ffn_size",
+    "n_heads",
+    "n_kv_heads",
+    "head_dim",
+    "head_dim_v",
+    "vocab_size",
+    "context_length",
+)
+_MAX_DIM = 1 << 24  # sanity cap for any single size (16 M): catches garbage metadata
+_MAX_LAYERS = 4096  # the largest released models have ~130 layers
+
+
+@dataclass(frozen=True)
+class ModelHParams:
+    """Architecture and sizes of a decoder-only transformer, validated at construction."""
+
+    architecture: str
+    n_layers: int
+    hidden_size: int
+    ffn_size: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int  # query/key head size (GGUF attention.key_length)
+    head_dim_v: int  # value head size (GGUF attention.value_length)
+    vocab_size: int
+    context_length: int
+    rope_theta: float
+    norm_eps: float
+    rope_scaling: RopeScaling = field(default_factory=RopeScaling)
+    rope_local_theta: float | None = None  # sliding layers' RoPE base (gemma3: 10000)
+    sliding_window: int | None = None  # tokens a sliding layer attends to
+    sliding_window_pattern: int | None = None  # every Nth layer is global (gemma3: 6)
+    attn_logit_softcap: float | None = None
+    final_logit_softcap: float | None = None
+    tie_embeddings: bool = False
+    qkv_bias: bool = False
+    qk_norm: bool = False
+    query_pre_attn_scalar: float | None = None  # None: head_dim
+    hidden_act: str = "silu"
+    norm_weight_offset: float = 0.0
+    rope_interleaved: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.architecture:
+            raise ModelFileError("architecture: empty")
+        for name in _POSITIVE_INTS:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ModelFileError(f"{name}: must be a positive integer, got {value!r}")
+            if name != "context_length" and value > _MAX_DIM:
+                raise ModelFileError(f"{name}: {value} is implausibly large")
+        if self.n_layers > _MAX_LAYERS:
+            raise ModelFileError(f"n_layers: {self.n_layers} is implausibly large")
+        if self.n_heads % self.n_kv_heads:
+            raise ModelFileError(
+                f"n_kv_heads: {self.n_kv_heads} does not divide n_heads {self.n_heads}"
+            )
+        _check_positive_float("rope_theta", self.rope_theta)
+        _check_positive_float("norm_eps", self.norm_eps)
+        for name in ("rope_local_theta", "attn_logit_softcap", "final_logit_softcap"):
+            value = getattr(self, name)
+            if value is not None:
+                _check_positive_float(name, value)
+        if self.query_pre_attn_scalar is not None:
+            _check_positive_float("query_pre_attn_scalar", self.query_pre_attn_scalar)
+        if self.sliding_window is not None and self.sliding_window <= 0:
+            raise ModelFileError(f"sliding_window: must be > 0, got {self.sliding_window}")
+        if self.sliding_window_pattern is not None:
+            if self.sliding_window is None:
+                raise ModelFileError("sliding_window_pattern: set without sliding_window")
+            if self.sliding_window_pattern <= 0:
+                raise ModelFileError("sliding_window_pattern: must be > 0")
+        if self.hidden_act not in ACTIVATIONS:
+            raise ModelFileError(f"hidden_act: unsupported activation {self.hidden_act!r}")
+        if self.norm_weight_offset not in (0.0, 1.0):
+            raise ModelFileError("norm_weight_offset: must be 0.0 or 1.0")
+
+    @property
+    def supported(self) -> bool:
+        """Whether the torch runner implements this architecture."""
+        return self.architecture in SUPPORTED_ARCHS
+
+    @property
+    def attn_scale(self) -> float:
+        """Multiplier of q·k before softmax."""
+        return (self.query_pre_attn_scalar or float(self.head_dim)) ** -0.5
+
+    def is_sliding(self, layer: int) -> bool:
+        """Whether layer `layer` (0-based) uses sliding-window attention."""
+        if self.sliding_window is None:
+            return False
+        if self.sliding_window_pattern is None:
+            return True
+        return (layer + 1) % self.sliding_window_pattern != 0
+
+    def layer_rope_theta(self, layer: int) -> float:
+        """RoPE base of layer `layer`: the local base on sliding layers when the model has one."""
+        if self.rope_local_theta is not None and self.is_sliding(layer):
+            return self.rope_local_theta
+        return self.rope_theta
+
+    def to_dict(self) -> dict[str, object]:
+        """Plain JSON-ready dict (rope_scaling nested)."""
+        out: dict[str, object] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = (
+                {g.name: getattr(value, g.name) for g in fields(value)}
+                if isinstance(value, RopeScaling)
+                else value
+            )
+        return out
+
+
+def _check_positive_float(name: str, value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ModelFileError(f"{name}: must be a number, got {value!r}")
+    if not (math.isfinite(value) and value > 0):
+        raise ModelFileError(f"{name}: must be a finite number > 0, got {value!r}")
+
+
+def hparams_from_gguf(
+    metadata: dict[str, object], n_tokens: int | None, tensor_shapes: dict[str, tuple[int, ...]]
+) -> ModelHParams:
+    """Build ModelHParams from GGUF metadata (see models/files/hparams/from_gguf.py)."""
+    from ember.models.files.hparams.from_gguf import from_gguf
+
+    return from_gguf(metadata, n_tokens, tensor_shapes)
+
+
+def hparams_from_hf_config(config: dict[str, object]) -> ModelHParams:
+    """Build ModelHParams from a Hugging Face config.json dict (see models/files/hparams/from_hf.py)."""
+    from ember.models.files.hparams.from_hf import from_hf_config
+
+    return from_hf_config(config)

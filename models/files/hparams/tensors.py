@@ -1,0 +1,139 @@
+"""Which tensors each supported architecture needs, and their shapes, from ModelHParams.
+
+Public API:
+    expected_tensors(hp) -> dict[gguf_name, ExpectedTensor]   GGUF names, numpy/torch shape order
+    hf_tensor_name(gguf_name, arch) -> str                      the Hugging Face name of the same
+    gguf_tensor_name(hf_name, arch) -> str | None               and back (None: not a decoder weight)
+    check_tensor_shapes(hp, shapes, fmt) -> None               ModelFileError on missing/wrong
+
+Shapes are (out_features, in_features) for matrices, i.e. GGUF's ne reversed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from ember.models.errors import ModelFileError
+from ember.models.files.hparams.hparams import ModelHParams
+
+
+@dataclass(frozen=True)
+class ExpectedTensor:
+    """A tensor an architecture reads: its shape and whether it must be present."""
+
+    shape: tuple[int, ...]
+    required: bool = True
+
+
+def _layer(hp: ModelHParams, i: int) -> dict[str, ExpectedTensor]:
+    hidden, q_dim = hp.hidden_size, hp.n_heads * hp.head_dim
+    k_dim, v_dim = hp.n_kv_heads * hp.head_dim, hp.n_kv_heads * hp.head_dim_v
+    shapes: dict[str, tuple[int, ...]] = {
+        "attn_norm.weight": (hidden,),
+        "attn_q.weight": (q_dim, hidden),
+        "attn_k.weight": (k_dim, hidden),
+        "attn_v.weight": (v_dim, hidden),
+        "attn_output.weight": (hidden, hp.n_heads * hp.head_dim_v),
+        "ffn_norm.weight": (hidden,),
+        "ffn_gate.weight": (hp.ffn_size, hidden),
+        "ffn_up.weight": (hp.ffn_size, hidden),
+        "ffn_down.weight": (hidden, hp.ffn_size),
+    }
+    if hp.qkv_bias:
+        shapes |= {"attn_q.bias": (q_dim,), "attn_k.bias": (k_dim,), "attn_v.bias": (v_dim,)}
+    if hp.qk_norm:
+        shapes |= {"attn_q_norm.weight": (hp.head_dim,), "attn_k_norm.weight": (hp.head_dim,)}
+    if hp.architecture == "gemma3":
+        shapes |= {"post_attention_norm.weight": (hidden,), "post_ffw_norm.weight": (hidden,)}
+    return {f"blk.{i}.{name}": ExpectedTensor(shape) for name, shape in shapes.items()}
+
+
+def _iter_expected(hp: ModelHParams) -> Iterator[tuple[str, ExpectedTensor]]:
+    yield "token_embd.weight", ExpectedTensor((hp.vocab_size, hp.hidden_size))
+    yield "output_norm.weight", ExpectedTensor((hp.hidden_size,))
+    yield "output.weight", ExpectedTensor((hp.vocab_size, hp.hidden_size), not hp.tie_embeddings)
+    for i in range(hp.n_layers):
+        yield from _layer(hp, i).items()
+
+
+def expected_tensors(hp: ModelHParams) -> dict[str, ExpectedTensor]:
+    """GGUF tensor name -> expected shape for a supported architecture."""
+    return dict(_iter_expected(hp))
+
+
+_HF_TOP = {
+    "token_embd.weight": "model.embed_tokens.weight",
+    "output_norm.weight": "model.norm.weight",
+    "output.weight": "lm_head.weight",
+}
+_HF_LAYER = {
+    "attn_norm": "input_layernorm",
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj",
+    "attn_q_norm": "self_attn.q_norm",
+    "attn_k_norm": "self_attn.k_norm",
+    "ffn_norm": "post_attention_layernorm",
+    "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+}
+# gemma3 has four norms per layer: GGUF's ffn_norm is HF's pre_feedforward_layernorm
+_HF_LAYER_GEMMA3 = _HF_LAYER | {
+    "ffn_norm": "pre_feedforward_layernorm",
+    "post_attention_norm": "post_attention_layernorm",
+    "post_ffw_norm": "post_feedforward_layernorm",
+}
+_BLK = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)")
+
+
+def hf_tensor_name(gguf_name: str, arch: str) -> str:
+    """The Hugging Face checkpoint name of a GGUF tensor name (supported archs)."""
+    if gguf_name in _HF_TOP:
+        return _HF_TOP[gguf_name]
+    match = _BLK.fullmatch(gguf_name)
+    table = _HF_LAYER_GEMMA3 if arch == "gemma3" else _HF_LAYER
+    if match is None or match.group(2) not in table:
+        raise KeyError(gguf_name)
+    layer, part, kind = match.groups()
+    return f"model.layers.{layer}.{table[part]}.{kind}"
+
+
+_HF_BLK = re.compile(r"model\.layers\.(\d+)\.(.+)\.(weight|bias)")
+
+
+def gguf_tensor_name(hf_name: str, arch: str) -> str | None:
+    """The GGUF name of a Hugging Face tensor name, None when the decoder does not read it."""
+    for gguf_name, name in _HF_TOP.items():
+        if name == hf_name:
+            return gguf_name
+    match = _HF_BLK.fullmatch(hf_name)
+    if match is None:
+        return None
+    layer, module, kind = match.groups()
+    table = _HF_LAYER_GEMMA3 if arch == "gemma3" else _HF_LAYER
+    for part, hf_module in table.items():
+        if hf_module == module:
+            return f"blk.{layer}.{part}.{kind}"
+    return None
+
+
+def check_tensor_shapes(
+    hp: ModelHParams, shapes: dict[str, tuple[int, ...]], hf_names: bool = False
+) -> None:
+    """Raise ModelFileError (no file prefix) for the first missing or mis-shaped tensor."""
+    for gguf_name, exp in _iter_expected(hp):  # lazily: fail at the first missing layer
+        name = hf_tensor_name(gguf_name, hp.architecture) if hf_names else gguf_name
+        shape = shapes.get(name)
+        if shape is None:
+            if exp.required:
+                raise ModelFileError(f"missing tensor {name} ({hp.architecture})")
+            continue
+        if tuple(shape) != exp.shape:
+            raise ModelFileError(
+                f"tensor {name} has shape {tuple(shape)}, expected {exp.shape} "
+                f"from the {hp.architecture} hyperparameters"
+            )

@@ -1,0 +1,187 @@
+"""A model's chat template, rendered in a limited Jinja sandbox; user text never becomes control.
+
+`ChatTemplate.from_gguf(path)` / `.from_hf(folder)` use the model's own template and fall back to
+a built-in one (Gemma turns for gemma architectures, ChatML otherwise); `template_source` says
+which. `render_ids` tokenizes the template's own markup with special tokens parsed and every
+message's content without, so a user typing `<start_of_turn>` gets plain-text ids.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ember.models.errors import TemplateError
+from ember.models.files.safetensors import optional_json, token_text
+from ember.models.text.templates.sandbox import (
+    LimitedEnvironment,
+    TemplateLimits,
+    TemplateRaised,
+    limit_error,
+    render_limited,
+)
+
+if TYPE_CHECKING:
+    from jinja2 import Template
+
+    from ember.models.files.gguf import GGUFModel
+    from ember.models.files.safetensors import SafetensorsModel
+    from ember.models.text.tokenizers.base import Tokenizer
+
+CHATML = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+# Gemma's turn format: system text joins the first user turn, the assistant role is "model".
+GEMMA = (
+    "{{ bos_token }}"
+    "{% if messages and messages[0]['role'] == 'system' %}"
+    "{% set first_user_prefix = messages[0]['content'] | trim + '\n\n' %}"
+    "{% set loop_messages = messages[1:] %}"
+    "{% else %}{% set first_user_prefix = '' %}{% set loop_messages = messages %}{% endif %}"
+    "{% for message in loop_messages %}"
+    "{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+    "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}"
+    "{% endif %}"
+    "{% set role = 'model' if message['role'] == 'assistant' else message['role'] %}"
+    "{{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else '') }}"
+    "{{ message['content'] | trim }}<end_of_turn>\n"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<start_of_turn>model\n' }}{% endif %}"
+)
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A piece of rendered text: template markup (special tokens allowed) or message content."""
+
+    text: str
+    from_template: bool
+
+
+@dataclass
+class ChatTemplate:
+    """A compiled chat template plus the variables it expects (bos_token, eos_token)."""
+
+    source: str
+    template_source: (
+        str  # "gguf metadata", "tokenizer_config.json", "built-in gemma" or "built-in chatml"
+    )
+    bos_token: str = ""
+    eos_token: str = ""
+    limits: TemplateLimits = field(default_factory=TemplateLimits)
+
+    def __post_init__(self) -> None:
+        if len(self.source) > self.limits.max_source_chars:
+            raise TemplateError(
+                f"chat template of {len(self.source)} characters exceeds {self.limits.max_source_chars}"
+            )
+        self._env = LimitedEnvironment(self.limits)
+        try:
+            self._template: Template = self._env.from_string(self.source)
+        except Exception as exc:  # jinja2.TemplateSyntaxError and friends
+            raise TemplateError(
+                f"chat template ({self.template_source}) does not compile: {exc}"
+            ) from exc
+
+    @classmethod
+    def for_architecture(cls, arch: str, bos_token: str = "", eos_token: str = "") -> ChatTemplate:
+        """The built-in template for a model without one: Gemma turns for gemma*, else ChatML."""
+        if arch.lower().startswith("gemma"):
+            return cls(GEMMA, "built-in gemma", bos_token or "<bos>", eos_token or "<eos>")
+        return cls(CHATML, "built-in chatml", bos_token, eos_token)
+
+    @classmethod
+    def from_gguf(cls, model: GGUFModel | Path | str) -> ChatTemplate:
+        """The GGUF model's tokenizer.chat_template, or the built-in one for its architecture."""
+        from ember.models.files.gguf import GGUFModel, open_gguf
+
+        gguf = model if isinstance(model, GGUFModel) else open_gguf(model)
+        bos, eos = _gguf_token_texts(gguf)
+        source = gguf.chat_template
+        if isinstance(source, str) and source.strip():
+            return cls(source, "gguf metadata", bos, eos)
+        return cls.for_architecture(gguf.architecture, bos, eos)
+
+    @classmethod
+    def from_hf(cls, model: SafetensorsModel | Path | str) -> ChatTemplate:
+        """The folder's chat_template.jinja or tokenizer_config.json template, else a built-in."""
+        folder = Path(model) if isinstance(model, str | Path) else model.folder
+        config = optional_json(folder / "tokenizer_config.json")
+        bos = token_text(config.get("bos_token")) or ""
+        eos = token_text(config.get("eos_token")) or ""
+        jinja_file = folder / "chat_template.jinja"
+        if jinja_file.is_file():
+            return cls(jinja_file.read_text(encoding="utf-8"), "chat_template.jinja", bos, eos)
+        source = config.get("chat_template")
+        if isinstance(source, list):  # [{"name": "default", "template": ...}, ...]
+            named = {t.get("name"): t.get("template") for t in source if isinstance(t, dict)}
+            source = named.get("default")
+        if isinstance(source, str) and source.strip():
+            return cls(source, "tokenizer_config.json", bos, eos)
+        model_config = optional_json(folder / "config.json")
+        return cls.for_architecture(str(model_config.get("model_type", "")), bos, eos)
+
+    def render(
+        self, messages: list[dict[str, Any]], add_generation_prompt: bool = True, **extra: Any
+    ) -> str:
+        """The conversation as the model's prompt text."""
+        return self._render(messages, add_generation_prompt, extra)
+
+    def render_segments(
+        self, messages: list[dict[str, Any]], add_generation_prompt: bool = True, **extra: Any
+    ) -> list[Segment]:
+        """The rendered prompt split into template markup and message content."""
+        from ember.models.text.templates.segments import split_segments
+
+        return split_segments(
+            lambda msgs: self._render(msgs, add_generation_prompt, extra), messages
+        )
+
+    def render_ids(
+        self,
+        tokenizer: Tokenizer,
+        messages: list[dict[str, Any]],
+        add_generation_prompt: bool = True,
+        **extra: Any,
+    ) -> list[int]:
+        """Prompt ids: markup with special tokens parsed, message content as plain text."""
+        ids: list[int] = []
+        for segment in self.render_segments(messages, add_generation_prompt, **extra):
+            ids += tokenizer.encode(segment.text, parse_special=segment.from_template)
+        if tokenizer.add_bos and tokenizer.bos_id is not None and ids[:1] != [tokenizer.bos_id]:
+            ids.insert(0, tokenizer.bos_id)  # the template did not write BOS itself
+        return ids
+
+    def _render(
+        self, messages: list[dict[str, Any]], add_generation_prompt: bool, extra: dict
+    ) -> str:
+        context = {
+            **extra,
+            "messages": messages,
+            "add_generation_prompt": add_generation_prompt,
+            "bos_token": self.bos_token,
+            "eos_token": self.eos_token,
+        }
+        try:
+            return render_limited(self._template.generate(**context), self.limits)
+        except TemplateRaised as exc:
+            raise TemplateError(f"chat template ({self.template_source}) refused: {exc}") from exc
+        except Exception as exc:  # SecurityError, UndefinedError, TypeError... all end the same way
+            raise limit_error(exc) or TemplateError(
+                f"chat template ({self.template_source}) failed: {type(exc).__name__}: {exc}"
+            ) from exc
+
+
+def _gguf_token_texts(gguf: GGUFModel) -> tuple[str, str]:
+    """The BOS and EOS token spellings of a GGUF vocabulary ("" when absent)."""
+    ids = (gguf.tokenizer.bos_id, gguf.tokenizer.eos_id)
+    if all(i is None for i in ids) or gguf.array_count("tokenizer.ggml.tokens") is None:
+        return "", ""
+    tokens = gguf.metadata_array("tokenizer.ggml.tokens")
+    texts = [str(tokens[i]) if i is not None and 0 <= i < len(tokens) else "" for i in ids]
+    return texts[0], texts[1]

@@ -1,0 +1,41 @@
+"""Runs the real ASGI app under uvicorn on 127.0.0.1 in a thread, on a free port."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from ember.app.server.app import create_app
+from ember.app.server.pool import ModelPool
+from ember.app.server.security import Guard
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def running_server(pool: ModelPool, guard: Guard) -> Iterator[str]:
+    """Yields the base URL of a live server; stops it afterwards."""
+    import uvicorn
+
+    port = free_port()
+    config = uvicorn.Config(create_app(pool, guard), host="127.0.0.1", port=port, log_level="error")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("test server did not start")
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)

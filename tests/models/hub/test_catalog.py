@@ -1,0 +1,84 @@
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ember.models.errors import DownloadError
+from ember.models.hub.catalog import catalog_entry, load_catalog
+from ember.models.hub.pull import Puller
+from ember.models.hub.select import QUANT_PREFERENCE
+from ember.models.registry.registry import Registry, resolve_model
+from tests.models.files.tiny_gguf import write_tiny_gguf
+from tests.models.hub.hub_server import HubServer, use_hub
+
+
+def test_catalog_is_consistent() -> None:
+    entries = load_catalog()
+    assert len(entries) >= 8
+    for entry in entries.values():
+        assert re.fullmatch(r"[\w.-]+/[\w.-]+", entry.repo), entry
+        assert entry.format in ("gguf", "safetensors")
+        assert (entry.quant in QUANT_PREFERENCE) == (entry.format == "gguf"), entry
+        assert entry.size_bytes > 0 and entry.summary
+        if entry.draft is not None:
+            draft = entries[entry.draft]
+            assert draft.size_bytes < entry.size_bytes, entry
+
+
+def test_unknown_catalog_name_lists_known() -> None:
+    with pytest.raises(DownloadError, match=r"nope: not a catalog model.*qwen2.5-0.5b"):
+        catalog_entry("nope")
+
+
+@pytest.fixture
+def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
+    with HubServer() as server:
+        use_hub(monkeypatch, server)
+        yield server
+
+
+def test_pull_catalog_name_sets_alias(hub: HubServer, tmp_path: Path) -> None:
+    entry = catalog_entry("qwen2.5-0.5b")
+    data = write_tiny_gguf(tmp_path / "q.gguf", arch="qwen2").read_bytes()
+    hub.add_repo(
+        entry.repo,
+        {"qwen2.5-0.5b-instruct-q4_k_m.gguf": data, "qwen2.5-0.5b-instruct-q8_0.gguf": data},
+    )
+    result = Puller().pull("qwen2.5-0.5b")
+    assert result.record.name == f"{entry.repo}:Q4_K_M"
+    assert resolve_model("qwen2.5-0.5b").path == result.record.path
+    assert Registry().get("qwen2.5-0.5b").aliases == ("qwen2.5-0.5b",)
+
+
+def test_hf_cache_discovery_and_add(
+    hub: HubServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from huggingface_hub import hf_hub_download, snapshot_download
+
+    from ember.app.cli import main
+    from ember.models.hub.cache import discover
+    from ember.models.hub.client import hf_cache_dir
+    from tests.models.files.tiny_gguf import write_tiny_safetensors
+
+    gguf = write_tiny_gguf(tmp_path / "g.gguf").read_bytes()
+    hub.add_repo("org/g-GGUF", {"g-Q4_K_M.gguf": gguf, "g-Q8_0.gguf": gguf})
+    folder = write_tiny_safetensors(tmp_path / "st")
+    hub.add_repo("org/st", {p.name: p.read_bytes() for p in folder.iterdir()})
+    hf_hub_download("org/g-GGUF", "g-Q8_0.gguf", cache_dir=hf_cache_dir(), endpoint=hub.url)
+    snapshot_download("org/st", cache_dir=hf_cache_dir(), endpoint=hub.url)
+    found = {(m.repo_id, m.label) for m in discover()}
+    assert found == {("org/g-GGUF", "Q8_0"), ("org/st", "safetensors")}
+    capsys.readouterr()
+    assert main(["list"]) == 0
+    assert "2 more in the Hugging Face cache" in capsys.readouterr().out
+    assert main(["add", "--hf-cache"]) == 0
+    names = {r.name: r for r in Registry().list_models()}
+    assert set(names) >= {"org/g-GGUF:Q8_0", "org/st"}
+    assert not names["org/st"].owned and names["org/st"].format == "safetensors"
+    assert resolve_model("org/st").path.is_relative_to(hf_cache_dir())
+    capsys.readouterr()
+    assert main(["list"]) == 0
+    assert "Hugging Face cache" not in capsys.readouterr().out
