@@ -34,6 +34,9 @@ class KVStore:
         self.num_blocks = num_blocks
         self.block_size = block_size
         self.dtype = dtype
+        self.quantized = False  # int8 pools with per-head scales (k_scale / v_scale)
+        self.k_scale: list[torch.Tensor] = []
+        self.v_scale: list[torch.Tensor] = []
 
     @property
     def bytes_per_block(self) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -11,7 +12,7 @@ import torch
 
 from ember.engine.errors import EngineError
 from ember.engine.runners.base import ForwardBatch, RunnerInfo, SeqStep
-from ember.engine.runners.torch.build import BuildOptions, build_model
+from ember.engine.runners.torch.build import BuildOptions, build_model, native_ready
 from ember.engine.runners.torch.kv_store import KVStore
 from ember.engine.runners.torch.layers.attention import AttnPlan, make_plan
 from ember.engine.runners.torch.layers.rope import Rope, apply_rope, signed_sin
@@ -20,8 +21,13 @@ from ember.engine.runners.torch.model import StepContext, Transformer
 
 if TYPE_CHECKING:
     from ember.engine.api import EngineOptions
+    from ember.engine.runners.torch.native.kernels import Kernels
+    from ember.engine.runners.torch.native.model import NativeModel
     from ember.models.text.tokenizers.base import Tokenizer
 
+log = logging.getLogger(__name__)
+
+NATIVE_MAX_TOKENS = 64  # steps with fewer tokens run as one native call; longer ones on torch
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -37,6 +43,11 @@ class TorchOptions:
     head_format: str = "auto"
     threads: int = 0  # 0 = leave torch's default
     packed_cache: bool = True  # map converted weights from the cache dir (see packed_cache.py)
+    kernels: str = "auto"  # auto | native | torch: the CPU's GGUF kernels (native/) or torch's
+
+    def __post_init__(self) -> None:
+        if self.kernels not in ("auto", "native", "torch"):
+            raise EngineError(f"kernels {self.kernels!r}: use auto, native or torch")
 
     def resolve_device(self) -> torch.device:
         """The concrete device; EngineError when the requested one is absent."""
@@ -57,8 +68,11 @@ class TorchOptions:
             raise EngineError(f"device {want!r}: use auto, cpu, cuda or mps")
         return torch.device(want)
 
-    def resolve_dtype(self, device: torch.device) -> torch.dtype:
-        """The compute dtype for device."""
+    def resolve_dtype(self, device: torch.device, native: bool = False) -> torch.dtype:
+        """The compute dtype for device (float32 with the native kernels: their activations
+        are float32, and torch's bfloat16 matmuls are slow on CPUs without AVX512-BF16)."""
+        if self.dtype == "auto" and native:
+            return torch.float32
         if self.dtype == "auto":
             return torch.float16 if device.type == "mps" else torch.bfloat16
         if self.dtype not in _DTYPES:
@@ -70,10 +84,18 @@ class TorchRunner:
     """Runs ForwardBatches through a Transformer whose KV lives in a block-addressed KVStore."""
 
     def __init__(
-        self, src: ModelSource, model: Transformer, device: torch.device, dtype: torch.dtype
+        self,
+        src: ModelSource,
+        model: Transformer,
+        device: torch.device,
+        dtype: torch.dtype,
+        kv_dtype: torch.dtype | None = None,
+        native: NativeModel | None = None,
     ) -> None:
         cfg = src.config
         self.src, self.model, self.cfg, self.device, self.dtype = src, model, cfg, device, dtype
+        self.kv_dtype = kv_dtype or dtype
+        self.native = native  # the one-call decode step (CPU, GGUF, native kernels)
         self._tokenizer: Tokenizer | None = None
         freq_factors = src.tensors.get("rope_freqs.weight")
         factors = freq_factors.to_float() if freq_factors is not None else None
@@ -88,9 +110,13 @@ class TorchRunner:
             architecture=cfg.arch,
             vocab_size=cfg.vocab_size,
             context_limit=cfg.context_length,
-            kv_bytes_per_token=2 * cfg.n_layers * cfg.n_kv_heads * cfg.head_dim * dtype.itemsize,
+            kv_bytes_per_token=2
+            * cfg.n_layers
+            * cfg.n_kv_heads
+            * cfg.head_dim
+            * self.kv_dtype.itemsize,
             model_digest=src.digest,
-            dtype=str(dtype).removeprefix("torch."),
+            dtype=str(self.kv_dtype).removeprefix("torch."),
         )
 
     @property
@@ -111,8 +137,10 @@ class TorchRunner:
         if opts.threads > 0:
             torch.set_num_threads(opts.threads)
         device = opts.resolve_device()
-        dtype = opts.resolve_dtype(device)
         src = open_model(path)
+        kernels = _native_kernels(opts, device, src)
+        dtype = opts.resolve_dtype(device, native=kernels is not None)
+        kv_dtype = torch.float16 if kernels is not None and opts.dtype == "auto" else dtype
         build = BuildOptions(
             dtype=dtype,
             device=device,
@@ -123,8 +151,16 @@ class TorchRunner:
 
         root = default_dir() if opts.packed_cache else None
         with torch.inference_mode():
-            model = build_model(src, build, root)
-        return cls(src, model, device, dtype)
+            model = build_model(src, build, root, kernels)
+        native = None
+        if kernels is not None:
+            from ember.engine.runners.torch.native.kernels import mat_of
+            from ember.engine.runners.torch.native.model import NativeModel
+
+            table = src.tensors["token_embd.weight"]
+            embed = mat_of(table.raw, table.qtype, table.shape)
+            native = NativeModel(kernels.lib, model, embed, keep=[src.keepalive])
+        return cls(src, model, device, dtype, kv_dtype, native)
 
     def init_kv(self, num_blocks: int, block_size: int) -> None:
         """Allocate the KV pools (dropping any previous ones first)."""
@@ -136,9 +172,11 @@ class TorchRunner:
             block_size,
             cfg.n_kv_heads,
             cfg.head_dim,
-            self.dtype,
+            self.kv_dtype,
             self.device,
         )
+        if self.native is not None:
+            self.native.bind_kv(self.kv)
 
     def _store(self) -> KVStore:
         if self.kv is None:
@@ -185,6 +223,8 @@ class TorchRunner:
         kv = self._store()
         if not batch.steps:
             return []
+        if self.native is not None and batch.num_tokens < NATIVE_MAX_TOKENS:
+            return self.native.forward(batch.steps, self.ropes)
         ids = torch.tensor(
             [t for st in batch.steps for t in st.token_ids], dtype=torch.int64, device=self.device
         )
@@ -237,6 +277,39 @@ def _signed(cos_sin: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, t
 
 def _first_layer(cfg: Any, sliding: bool) -> int:
     return next(i for i in range(cfg.n_layers) if cfg.is_sliding(i) == sliding)
+
+
+def _native_kernels(opts: TorchOptions, device: torch.device, src: ModelSource) -> Kernels | None:
+    """The native kernels when this load can use them (kernels=native insists: EngineError)."""
+    if opts.kernels == "torch" or device.type != "cpu":
+        if opts.kernels == "native":
+            raise EngineError(f"kernels native: only on the CPU (device is {device.type})")
+        return None
+    reason = ""
+    if opts.weight_format != "auto" or opts.head_format != "auto":
+        reason = "weight_format/head_format ask for torch's packed forms"
+    if not reason:
+        reason = native_ready(src)
+    kernels = None
+    if not reason:
+        from ember.engine.runners.torch.native.kernels import Kernels, native_build
+
+        build = native_build(_native_dir())
+        reason = build.reason
+        kernels = Kernels(build.lib) if build.lib is not None else None
+    if reason and opts.kernels == "native":
+        raise EngineError(f"kernels native: {reason}")
+    if reason:
+        log.info("torch runner: torch kernels (%s)", reason)
+    return kernels
+
+
+def _native_dir() -> Path | None:
+    """Where the compiled kernels live: beside the packed-weight cache, else a temporary dir."""
+    from ember.engine.runners.torch.packed_cache import default_dir
+
+    packed = default_dir()
+    return packed.parent / "native" if packed is not None else None
 
 
 def _torch_options(options: Any) -> TorchOptions:

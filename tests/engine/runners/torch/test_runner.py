@@ -68,6 +68,41 @@ def test_decode_matches_transformers(
     assert np.abs(got - expected[4:]).max() < TOLERANCE
 
 
+NATIVE_F32 = TorchOptions(device="cpu", dtype="float32", kernels="native")
+
+
+def test_native_decode_matches_transformers(
+    reference: tuple[str, list[int], np.ndarray], tiny_models: Any
+) -> None:
+    """The one-call native step (F32 GGUF: float weights, float activations) against
+    transformers: a short prefill and token-by-token decode, both native (under 64 tokens)."""
+    arch, ids, expected = reference
+    runner = TorchRunner.load(tiny_models.gguf(arch, "F32"), NATIVE_F32)
+    assert runner.native is not None
+    got = decode_logits(runner, ids[:40], prefill=30, block_size=4)
+    assert np.abs(got - expected[29:40]).max() < TOLERANCE
+
+
+def test_native_prefill_then_decode_matches_transformers(
+    reference: tuple[str, list[int], np.ndarray], tiny_models: Any
+) -> None:
+    """A 64-token prompt runs on the torch modules (float32 over dequantized weights); the
+    native decode that follows reads the KV they wrote."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    arch, ids, _ = reference
+    long_ids = ids + ids[:8]
+    hf = AutoModelForCausalLM.from_pretrained(
+        tiny_models.hf_dir(arch), dtype=torch.float32, attn_implementation="eager"
+    )
+    with torch.no_grad():
+        expected = hf(torch.tensor([long_ids])).logits[0].float().numpy()
+    runner = TorchRunner.load(tiny_models.gguf(arch, "F32"), NATIVE_F32)
+    got = decode_logits(runner, long_ids, prefill=64, block_size=16)
+    assert np.abs(got - expected[63:]).max() < TOLERANCE
+
+
 def test_paged_greedy_equals_contiguous(
     reference: tuple[str, list[int], np.ndarray], tiny_models: Any
 ) -> None:
