@@ -44,10 +44,25 @@ class TorchOptions:
     threads: int = 0  # 0 = leave torch's default
     packed_cache: bool = True  # map converted weights from the cache dir (see packed_cache.py)
     kernels: str = "auto"  # auto | native | torch: the CPU's GGUF kernels (native/) or torch's
+    kv_dtype: str = "auto"  # auto (float16 with native kernels, else dtype) | float16 | bfloat16
+    # | float32 | int8 (int8 codes with a float32 scale per token and head)
 
     def __post_init__(self) -> None:
         if self.kernels not in ("auto", "native", "torch"):
             raise EngineError(f"kernels {self.kernels!r}: use auto, native or torch")
+        if self.kv_dtype not in ("auto", "int8", *_DTYPES):
+            raise EngineError(
+                f"kv_dtype {self.kv_dtype!r}: use auto, float16, bfloat16, float32 or int8"
+            )
+
+    def resolve_kv_dtype(self, compute: torch.dtype, native: bool) -> torch.dtype:
+        """The KV pools' element type (auto: float16 like llama.cpp's cache under the native
+        kernels, the compute dtype otherwise)."""
+        if self.kv_dtype == "int8":
+            return torch.int8
+        if self.kv_dtype != "auto":
+            return _DTYPES[self.kv_dtype]
+        return torch.float16 if native and self.dtype == "auto" else compute
 
     def resolve_device(self) -> torch.device:
         """The concrete device; EngineError when the requested one is absent."""
@@ -140,7 +155,7 @@ class TorchRunner:
         src = open_model(path)
         kernels = _native_kernels(opts, device, src)
         dtype = opts.resolve_dtype(device, native=kernels is not None)
-        kv_dtype = torch.float16 if kernels is not None and opts.dtype == "auto" else dtype
+        kv_dtype = opts.resolve_kv_dtype(dtype, native=kernels is not None)
         build = BuildOptions(
             dtype=dtype,
             device=device,
@@ -248,10 +263,9 @@ class TorchRunner:
         with torch.inference_mode():
             for layer in range(self.cfg.n_layers):
                 cos, sin = self.ropes[self.cfg.is_sliding(layer)].shift_cos_sin(delta)
-                keys = kv.k[layer].index_select(0, idx)  # (B, bs, Hkv, D)
-                shape = keys.shape
-                rotated = apply_rope(keys.float().flatten(0, 1), cos, sin).view(shape)
-                kv.k[layer].index_copy_(0, idx, rotated.to(kv.dtype))
+                keys = kv.read_keys(layer, idx)  # (B, bs, Hkv, D) float32
+                rotated = apply_rope(keys.flatten(0, 1), cos, sin).view(keys.shape)
+                kv.write_keys(layer, idx, rotated)
 
     def release(self, seq_id: int) -> None:
         """No per-sequence state: blocks belong to the engine."""
@@ -269,6 +283,12 @@ class TorchRunner:
         self.kv = None
         self.src.tensors.clear()
         self.src.keepalive = None
+
+
+def kv_bytes_per_token(cfg: Any, kv_dtype: torch.dtype) -> int:
+    """K and V bytes per token over all layers (int8: the codes plus a float32 scale per head)."""
+    per_head = cfg.head_dim + 4 if kv_dtype == torch.int8 else cfg.head_dim * kv_dtype.itemsize
+    return 2 * cfg.n_layers * cfg.n_kv_heads * per_head
 
 
 def _signed(cos_sin: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:

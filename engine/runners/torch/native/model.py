@@ -72,7 +72,7 @@ class NativeModel:
 
     def bind_kv(self, kv: KVStore) -> None:
         """Point every layer at the KV store's pools (after each init_kv)."""
-        if kv.dtype not in _KV_TYPES and not kv.quantized:
+        if kv.dtype not in _KV_TYPES and not kv.quantized:  # pragma: no cover - guarded by options
             raise EngineError(f"native decode: KV dtype {kv.dtype} is not supported")
         self.desc.kv_type = S.KV_I8 if kv.quantized else _KV_TYPES[kv.dtype]
         self.desc.block_size = kv.block_size

@@ -16,7 +16,7 @@ from ember.engine.runners.torch.runner import TorchOptions, TorchRunner
 
 from .helpers import decode_logits
 
-OPTS = TorchOptions(device="cpu", threads=1)
+OPTS = TorchOptions(device="cpu", threads=1, kernels="torch")  # the native path converts nothing
 
 
 def _logits(path: Path) -> np.ndarray:

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 
 from ember.engine.errors import EngineError
 from ember.engine.runners.torch.runner import TorchOptions, TorchRunner
@@ -17,6 +18,7 @@ from .helpers import decode_logits, greedy, prefill_logits
 ARCHS = ("llama", "qwen2", "qwen3", "gemma3")
 F32 = TorchOptions(device="cpu", dtype="float32", weight_format="dense", head_format="dense")
 TOLERANCE = 1e-3  # max |logit difference| in float32
+INT8_KV_RELATIVE = 0.005  # int8 KV: max |logit difference| / max |logit| (measured <= 0.0016)
 
 
 def prompt_ids(vocab_size: int, length: int = 64, seed: int = 7) -> list[int]:
@@ -101,6 +103,21 @@ def test_native_prefill_then_decode_matches_transformers(
     runner = TorchRunner.load(tiny_models.gguf(arch, "F32"), NATIVE_F32)
     got = decode_logits(runner, long_ids, prefill=64, block_size=16)
     assert np.abs(got - expected[63:]).max() < TOLERANCE
+
+
+@pytest.mark.parametrize("kernels", ["native", "torch"])
+def test_int8_kv_cache_stays_close_to_transformers(
+    reference: tuple[str, list[int], np.ndarray], tiny_models: Any, kernels: str
+) -> None:
+    """int8 KV pools (codes + a scale per token and head): a prefill on the torch modules, then
+    decode steps (native or torch), within a measured bound of the float32 logits."""
+    arch, ids, expected = reference
+    opts = TorchOptions(device="cpu", dtype="float32", kv_dtype="int8", kernels=kernels)
+    runner = TorchRunner.load(tiny_models.gguf(arch, "F32"), opts)
+    assert runner.kv_dtype == torch.int8 and runner.info.dtype == "int8"
+    got = decode_logits(runner, ids, prefill=40, block_size=16)
+    error = np.abs(got - expected[39:]).max() / np.abs(expected[39:]).max()
+    assert error < INT8_KV_RELATIVE, error
 
 
 def test_paged_greedy_equals_contiguous(

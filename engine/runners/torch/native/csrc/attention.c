@@ -38,7 +38,12 @@ void em_kv_load(const void *pool, const float *scales, int32_t kv_type, int64_t 
     }
     case EM_KV_F16: {
         const uint16_t *p = (const uint16_t *)pool + row * d;
-        for (int32_t i = 0; i < d; i++) out[i] = em_fp16_to_fp32(p[i]);
+        int32_t i = 0;
+#if defined(EM_AVX2) && defined(__F16C__)
+        for (; i + 8 <= d; i += 8)
+            _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + i))));
+#endif
+        for (; i < d; i++) out[i] = em_fp16_to_fp32(p[i]);
         return;
     }
     default: {
@@ -60,7 +65,12 @@ void em_kv_store(void *pool, float *scales, int32_t kv_type, int64_t row, int32_
     }
     case EM_KV_F16: {
         uint16_t *p = (uint16_t *)pool + row * d;
-        for (int32_t i = 0; i < d; i++) p[i] = em_fp32_to_fp16(x[i]);
+        int32_t i = 0;
+#if defined(EM_AVX2) && defined(__F16C__)
+        for (; i + 8 <= d; i += 8)
+            _mm_storeu_si128((__m128i *)(p + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), 0));
+#endif
+        for (; i < d; i++) p[i] = em_fp32_to_fp16(x[i]);
         return;
     }
     default: { /* symmetric int8 per head row: scale = max|x| / 127 */
@@ -87,7 +97,13 @@ static inline float dot(const float *a, const float *b, int32_t n) {
 }
 
 static inline void axpy(float *y, float p, const float *x, int32_t n) {
-    for (int32_t i = 0; i < n; i++) y[i] += p * x[i];
+    int32_t i = 0;
+#ifdef EM_AVX2
+    const __m256 pv = _mm256_set1_ps(p);
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(pv, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+#endif
+    for (; i < n; i++) y[i] += p * x[i];
 }
 
 /* Keys [k0, k1) of one token's sequence for the g query heads of one KV head: the chunk's

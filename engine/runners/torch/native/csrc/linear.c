@@ -18,23 +18,22 @@ int em_abi_version(void) { return EM_ABI_VERSION; }
 
 void em_linear_rows(const em_linear *w, const em_act *a, float *y, int64_t ldy) {
     int64_t start[EM_MAX_PARTS + 1] = {0};
-    em_dot_fn dot[EM_MAX_PARTS];
-    for (int p = 0; p < w->n_parts; p++) {
-        start[p + 1] = start[p] + w->part[p].rows;
-        dot[p] = em_dot_for(w->part[p].type);
-    }
+    for (int p = 0; p < w->n_parts; p++) start[p + 1] = start[p] + w->part[p].rows;
     const int64_t total = start[w->n_parts], tasks = (total + ROWS_PER_TASK - 1) / ROWS_PER_TASK;
 #pragma omp for schedule(static)
     for (int64_t t = 0; t < tasks; t++) {
-        int64_t r1 = (t + 1) * ROWS_PER_TASK < total ? (t + 1) * ROWS_PER_TASK : total;
-        int p = 0;
-        for (int64_t r = t * ROWS_PER_TASK; r < r1; r++) {
-            while (r >= start[p + 1]) p++;
+        const int64_t r0 = t * ROWS_PER_TASK, r1 = r0 + ROWS_PER_TASK < total ? r0 + ROWS_PER_TASK : total;
+        for (int p = 0; p < w->n_parts; p++) { /* the task's rows within each part */
+            const int64_t lo = r0 > start[p] ? r0 : start[p], hi = r1 < start[p + 1] ? r1 : start[p + 1];
+            if (lo >= hi) continue;
             const em_mat *mt = &w->part[p];
-            const uint8_t *row = mt->data + (r - start[p]) * mt->row_bytes;
-            const int64_t col = w->out_map ? w->out_map[r] : r;
-            const float b = w->bias ? w->bias[r] : 0.0f;
-            for (int32_t i = 0; i < a->m; i++) y[i * ldy + col] = dot[p](row, a, i) + b;
+            const em_dot_fn dot = em_dot_for(mt->type);
+            for (int64_t r = lo; r < hi; r++) {
+                const uint8_t *row = mt->data + (r - start[p]) * mt->row_bytes;
+                const int64_t col = w->out_map ? w->out_map[r] : r;
+                const float b = w->bias ? w->bias[r] : 0.0f;
+                for (int32_t i = 0; i < a->m; i++) y[i * ldy + col] = dot(row, a, i) + b;
+            }
         }
     }
 }
