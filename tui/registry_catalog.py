@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from ember.app.config import Paths
+from ember.paths import Paths
 from ember.tui.model_catalog import HubRepo, LocalModel, ProgressCallback, QuantOption
 
 

@@ -24,8 +24,9 @@ def run(args: argparse.Namespace) -> int:
     """Open the history (locked), build the backend factory, run the app."""
     import dataclasses
 
-    from ember.app.config import get_paths, load_settings
+    from ember.app.config import load_settings
     from ember.app.history.store import History
+    from ember.paths import get_paths
 
     paths = get_paths()
     settings = load_settings(paths)

@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
 
 def cache_usage() -> dict[str, int]:
     """Bytes under each cache folder (0 where absent)."""
-    from ember.app.config import get_paths
+    from ember.paths import get_paths
 
     root = get_paths().cache_dir
     return {name: _tree_bytes(root / name) for name in CACHES}

@@ -4,8 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from ember.app.config import Settings, get_paths, load_settings, save_settings
+from ember.app.config import Settings, load_settings, save_settings
 from ember.app.errors import ConfigError
+from ember.paths import get_paths
 
 
 def test_ember_home_moves_every_path(ember_home: Path) -> None:
