@@ -23,6 +23,7 @@ from ember.engine.api import (
     Event,
     Finished,
     GenerationRequest,
+    ModelFiles,
 )
 from ember.engine.block_manager import BlockManager
 from ember.engine.errors import EngineError
@@ -124,23 +125,26 @@ class Engine:
         self._seq_of_request: dict[int, int] = {}
 
     @classmethod
-    def load(cls, options: EngineOptions) -> Engine:
-        """Resolve options.model, load its runner, chat template and disk prefix store."""
+    def load(
+        cls,
+        options: EngineOptions,
+        model: ModelFiles | None,
+        *,
+        draft_model: ModelFiles | None = None,
+    ) -> Engine:
+        """Load model's runner, chat template and disk prefix store (model is None only for the
+        fake runner); draft_model is the resolved `--draft MODEL`, if options.draft names one."""
         from ember.engine.runners.factory import load_parts
 
-        runner, chat, name = load_parts(options)
+        runner, chat, name = load_parts(options, model)
         store = None
-        if options.prefix_cache and options.prefix_disk_bytes > 0:
+        digest = runner.info.model_digest
+        if options.prefix_cache and options.prefix_disk_bytes > 0 and options.prefix_cache_dir:
             from ember.engine.prefix_store import PrefixStore
 
-            root = options.prefix_cache_dir
-            if not root:
-                from ember.app.config import get_paths
-
-                root = str(get_paths().prefix_cache_dir)
             store = PrefixStore(
-                Path(root),
-                model_digest=runner.info.model_digest,
+                Path(options.prefix_cache_dir),
+                model_digest=digest,
                 runner=runner.info.name,
                 dtype=runner.info.dtype,
                 block_size=options.block_size,
@@ -148,7 +152,7 @@ class Engine:
             )
         proposer = None
         try:
-            proposer = create_proposer(options, runner, name)
+            proposer = create_proposer(options, runner, name, draft_model)
             return cls(
                 runner, options, chat=chat, prefix_store=store, proposer=proposer, model_name=name
             )

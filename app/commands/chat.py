@@ -61,7 +61,7 @@ def _build_app(fake: bool, settings, history, paths):  # type: ignore[no-untyped
         catalog.install_starter()
         script = FakeScript(tokens_per_s=25.0, ttft_s=0.2)  # slow enough to watch it stream
         return EmberApp(settings, history, lambda o: FakeBackend(o, script), catalog, paths)
-    from ember.engine.api import load_engine
+    from ember.app.loading import load_backend
     from ember.tui.registry_catalog import RegistryCatalog
 
-    return EmberApp(settings, history, load_engine, RegistryCatalog(paths), paths)
+    return EmberApp(settings, history, load_backend, RegistryCatalog(paths), paths)

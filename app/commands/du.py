@@ -22,9 +22,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ember.app.commands._model_format import human_bytes, print_json, print_table
-    from ember.models.registry.registry import Registry
+    from ember.app.loading import open_registry
 
-    registry = Registry()
+    registry = open_registry()
     usage = registry.disk_usage()
     owned = {r.name: r.owned for r in registry.list_models()}
     caches = cache_usage()

@@ -20,14 +20,14 @@ def test_missing_file_gives_defaults() -> None:
 
 
 def test_save_then_load_roundtrip() -> None:
-    s = Settings(model="my-model", threads=2, prefix_cache=False, system_prompt='say "hi"\nplease')
+    s = Settings(model="my-model", threads=1, prefix_cache=False, system_prompt='say "hi"\nplease')
     save_settings(s)
     assert load_settings(env={}) == s
 
 
 def test_env_overrides_file() -> None:
-    save_settings(Settings(threads=2))
-    assert load_settings(env={"EMBER_THREADS": "3"}).threads == 3
+    save_settings(Settings(ctx=2048))  # (threads are bounded by the machine: ctx works anywhere)
+    assert load_settings(env={"EMBER_CTX": "1024"}).ctx == 1024
 
 
 def test_bad_value_names_field_and_file() -> None:
