@@ -30,7 +30,13 @@ from ember.engine.errors import EngineError
 from ember.engine.request_state import RequestState
 from ember.engine.runners.base import ForwardBatch, SeqStep
 from ember.engine.sampling import sample_token
-from ember.engine.scheduler import Proposer, ScheduledSeq, Scheduler, SchedulerConfig
+from ember.engine.scheduler import (
+    Proposer,
+    ScheduledSeq,
+    Scheduler,
+    SchedulerConfig,
+    SchedulerOutput,
+)
 from ember.engine.sequence import Sequence
 from ember.engine.speculative.verify import (
     close_proposer,
@@ -63,6 +69,28 @@ def pool_blocks(options: EngineOptions, kv_bytes_per_token: int, limit_tokens: i
             f"sequence of {limit_tokens} tokens needs {per_seq} ({need} bytes): raise --kv-budget"
         )
     return num_blocks
+
+
+def apply_kv_work(runner: Runner, out: SchedulerOutput) -> None:
+    """The KV work the scheduler planned for a step, done before its forward: block copies
+    (copy-on-write, eviction compaction) first, then position shifts of kept keys."""
+    for copy in out.copies:
+        runner.copy_block(copy.src_block, copy.dst_block, copy.num_tokens)
+    for shift in out.shifts:
+        runner.shift_positions(shift.seq_id, shift.block_ids, shift.delta)
+
+
+def seq_step(seq: Sequence, token_ids: list[int], num_logits: int) -> SeqStep:
+    """seq's share of a forward: token_ids continue its cache, logits for the last num_logits."""
+    start = seq.num_kv_tokens  # cache index == RoPE position (re-based after eviction)
+    return SeqStep(
+        seq_id=seq.seq_id,
+        token_ids=token_ids,
+        positions=list(range(start, start + len(token_ids))),
+        num_cached=start,
+        block_table=list(seq.block_table),
+        num_logits=num_logits,
+    )
 
 
 class Engine:
@@ -229,10 +257,7 @@ class Engine:
         for seq in out.preempted:
             self.runner.release(seq.seq_id)
             log.info("seq %d preempted (KV pool full); it will be recomputed", seq.seq_id)
-        for copy in out.copies:
-            self.runner.copy_block(copy.src_block, copy.dst_block, copy.num_tokens)
-        for shift in out.shifts:
-            self.runner.shift_positions(shift.seq_id, shift.block_ids, shift.delta)
+        apply_kv_work(self.runner, out)
         if not out.scheduled:
             return
         batch = ForwardBatch([self._seq_step(item) for item in out.scheduled])
@@ -255,17 +280,8 @@ class Engine:
         seq = item.seq
         if not seq.first_scheduled_s:
             seq.first_scheduled_s = time.perf_counter()
-        tokens = item.token_ids
-        start = seq.num_kv_tokens  # cache index == RoPE position (re-based after eviction)
         wants_logits = item.num_tokens == seq.num_pending
-        return SeqStep(
-            seq_id=seq.seq_id,
-            token_ids=tokens,
-            positions=list(range(start, start + len(tokens))),
-            num_cached=start,
-            block_table=list(seq.block_table),
-            num_logits=1 + len(item.draft_ids) if wants_logits else 1,
-        )
+        return seq_step(seq, item.token_ids, 1 + len(item.draft_ids) if wants_logits else 1)
 
     def _after_forward(
         self, item: ScheduledSeq, rows: np.ndarray, now: float, share_s: float
