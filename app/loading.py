@@ -72,8 +72,9 @@ def resolve_options(
         return remote, None, None
     model = model_files(resolved, registry)
     draft = None
-    if options.draft.strip() not in DRAFT_CHOICES:
-        draft = resolve_files(options.draft.strip(), registry)
+    choice = options.draft.strip() or "none"
+    if choice not in DRAFT_CHOICES:
+        draft = resolve_files(choice, registry)
     return options, model, draft
 
 

@@ -102,6 +102,8 @@ def test_a_draft_model_is_resolved_by_app(tiny_models: Any) -> None:
     assert (draft.path, draft.digest) == (small, sha256_file(small))
     for choice in ("auto", "none", "lookup", "self"):
         assert resolve_options(_options(str(target), draft=choice))[2] is None
+    blank = dataclasses.replace(_options(str(target)), draft="")  # the engine reads it as none
+    assert resolve_options(blank)[2] is None
     with pytest.raises(RegistryError, match="nope"):
         resolve_options(_options(str(target), draft="/nope/missing.gguf"))
 
