@@ -11,7 +11,7 @@ from ember.app.options import add_engine_flags
 
 if TYPE_CHECKING:
     from ember.app.config import Settings
-    from ember.engine.api import EngineOptions
+    from ember.engine.api import Backend, EngineOptions
 
 NAME = "serve"
 HELP = "Serve registered models over an OpenAI-compatible HTTP API (127.0.0.1 by default)."
@@ -61,7 +61,6 @@ def run(args: argparse.Namespace) -> int:
     from ember.app.server.app import create_app
     from ember.app.server.pool import ModelPool
     from ember.app.server.security import Guard, require_key_for
-    from ember.engine.api import Backend
 
     api_key = args.api_key if args.api_key is not None else os.environ.get("EMBER_API_KEY", "")
     refusal = require_key_for(args.host, api_key)

@@ -9,6 +9,7 @@ import pytest
 from ember.engine.api import (
     ChatMessage,
     EngineOptions,
+    Finished,
     GenerationRequest,
     ModelFiles,
     SamplingParams,
@@ -58,8 +59,8 @@ def _generate(model: ModelFiles, runner: str, draft: str) -> tuple[list[int], in
             sampling=SamplingParams(temperature=0.0, max_tokens=40, ignore_eos=True),
         )
         final = list(engine.generate(request))[-1]
-        stats = final.stats  # type: ignore[union-attr]
-        return list(final.token_ids), stats.drafted_tokens, stats.accepted_tokens  # type: ignore[union-attr]
+        assert isinstance(final, Finished)
+        return list(final.token_ids), final.stats.drafted_tokens, final.stats.accepted_tokens
     finally:
         engine.close()
 
