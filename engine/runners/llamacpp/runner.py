@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
-import hashlib
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -75,18 +73,6 @@ class LlamaCppConfig:
         )
 
 
-@cache
-def file_digest(path: Path, size: int, mtime_ns: int) -> str:
-    """SHA-256 of a model file: the registry's cached digest, else computed (per process)."""
-    try:
-        from ember.models.registry.registry import Registry
-
-        return Registry().digest(path, "gguf")
-    except Exception:  # noqa: BLE001 - the digest only keys snapshots: compute it here instead
-        with path.open("rb") as f:
-            return hashlib.file_digest(f, "sha256").hexdigest()
-
-
 def _gpu_backend() -> str:
     """'cuda', 'metal' or 'vulkan' as llama.cpp's build reports it, else 'gpu'."""
     info = lib().llama_print_system_info().decode("utf-8", "replace").lower()
@@ -99,7 +85,7 @@ def _meta(model: Any, key: str) -> str | None:
     return buf.value.decode("utf-8", "replace") if count >= 0 else None
 
 
-def _model_info(path: Path, model: Any, device: str, kv_type: str) -> RunnerInfo:
+def _model_info(model: Any, device: str, digest: str, kv_type: str) -> RunnerInfo:
     llama = lib()
     arch = _meta(model, "general.architecture") or "unknown"
     n_head = max(1, llama.llama_model_n_head(model))
@@ -107,7 +93,6 @@ def _model_info(path: Path, model: Any, device: str, kv_type: str) -> RunnerInfo
     key_dim = int(_meta(model, f"{arch}.attention.key_length") or head_dim)
     value_dim = int(_meta(model, f"{arch}.attention.value_length") or head_dim)
     kv_heads = llama.llama_model_n_head_kv(model)
-    stat = path.stat()
     return RunnerInfo(
         name="llama.cpp",
         device=device,
@@ -120,7 +105,7 @@ def _model_info(path: Path, model: Any, device: str, kv_type: str) -> RunnerInfo
             * (key_dim + value_dim)
             * KV_BYTES_PER_ELEMENT[kv_type]
         ),
-        model_digest=file_digest(path.resolve(), stat.st_size, stat.st_mtime_ns),
+        model_digest=digest,
         dtype=kv_type,
     )
 
@@ -129,14 +114,19 @@ class LlamaCppRunner:
     """Runner over llama.cpp: batched llama_decode, logits rows, KV blocks as sequence memory."""
 
     def __init__(
-        self, path: Path, model: Any, config: LlamaCppConfig, tokenizer: Tokenizer
+        self,
+        path: Path,
+        model: Any,
+        config: LlamaCppConfig,
+        tokenizer: Tokenizer,
+        digest: str = "",
     ) -> None:
         self.path = path
         self.config = config
         self.tokenizer = tokenizer
         self._model = model
         device = "cpu" if config.gpu_layers == 0 else _gpu_backend()
-        self.info = _model_info(path, model, device, config.kv_type)
+        self.info = _model_info(model, device, digest, config.kv_type)
         self._ctx: Any = None
         self._blocks: BlockMap | None = None
         self._batch = TokenBatch(config.batch_tokens)
@@ -145,9 +135,15 @@ class LlamaCppRunner:
 
     @classmethod
     def load(
-        cls, path: Path | str, options: EngineOptions | None = None, **overrides: Any
+        cls,
+        path: Path | str,
+        options: EngineOptions | None = None,
+        *,
+        digest: str = "",
+        **overrides: Any,
     ) -> LlamaCppRunner:
-        """Load a GGUF file; options map threads/device, overrides set LlamaCppConfig fields."""
+        """Load a GGUF file; options map threads/device, overrides set LlamaCppConfig fields;
+        digest (app's ModelFiles.digest) becomes info.model_digest (it keys disk snapshots)."""
         from ember.models.text.tokenizers.base import open_tokenizer
 
         path = Path(path)
@@ -155,7 +151,7 @@ class LlamaCppRunner:
         config = dataclasses.replace(config, **overrides)
         model = load_model(path, config.gpu_layers, config.use_mmap, config.use_mlock)
         try:
-            return cls(path, model, config, open_tokenizer(path))
+            return cls(path, model, config, open_tokenizer(path), digest)
         except BaseException:
             lib().llama_model_free(model)
             raise

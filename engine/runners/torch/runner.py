@@ -42,7 +42,7 @@ class TorchOptions:
     weight_format: str = "auto"  # auto | dense | int8 | int4
     head_format: str = "auto"
     threads: int = 0  # 0 = leave torch's default
-    packed_cache: bool = True  # map converted weights from the cache dir (see packed_cache.py)
+    packed_cache_dir: str = ""  # map converted weights from here (packed_cache.py); "" = off
     kernels: str = "auto"  # auto | native | torch: the CPU's GGUF kernels (native/) or torch's
     kv_dtype: str = "auto"  # auto (float16 with native kernels, else dtype) | float16 | bfloat16
     # | float32 | int8 (int8 codes with a float32 scale per token and head)
@@ -145,14 +145,21 @@ class TorchRunner:
 
     @classmethod
     def load(
-        cls, path: str | Path, options: EngineOptions | TorchOptions | None = None
+        cls,
+        path: str | Path,
+        options: EngineOptions | TorchOptions | None = None,
+        *,
+        digest: str = "",
     ) -> TorchRunner:
-        """Load a GGUF file or HF safetensors folder; EngineError for unsupported models."""
+        """Load a GGUF file or HF safetensors folder; EngineError for unsupported models.
+
+        digest: the model's content digest (app's ModelFiles.digest); it keys the packed-weight
+        cache and becomes info.model_digest. Without one the packed cache is not used."""
         opts = _torch_options(options)
         if opts.threads > 0:
             torch.set_num_threads(opts.threads)
         device = opts.resolve_device()
-        src = open_model(path)
+        src = open_model(path, digest)
         kernels = _native_kernels(opts, device, src)
         dtype = opts.resolve_dtype(device, native=kernels is not None)
         kv_dtype = opts.resolve_kv_dtype(dtype, native=kernels is not None)
@@ -162,9 +169,7 @@ class TorchRunner:
             weight_format=opts.weight_format,
             head_format=opts.head_format,
         )
-        from ember.engine.runners.torch.packed_cache import default_dir
-
-        root = default_dir() if opts.packed_cache else None
+        root = Path(opts.packed_cache_dir) if opts.packed_cache_dir and digest else None
         with torch.inference_mode():
             model = build_model(src, build, root, kernels)
         native = None
@@ -314,7 +319,7 @@ def _native_kernels(opts: TorchOptions, device: torch.device, src: ModelSource) 
     if not reason:
         from ember.engine.runners.torch.native.kernels import Kernels, native_build
 
-        build = native_build(_native_dir())
+        build = native_build(_native_dir(opts))
         reason = build.reason
         kernels = Kernels(build.lib) if build.lib is not None else None
     if reason and opts.kernels == "native":
@@ -324,12 +329,10 @@ def _native_kernels(opts: TorchOptions, device: torch.device, src: ModelSource) 
     return kernels
 
 
-def _native_dir() -> Path | None:
-    """Where the compiled kernels live: beside the packed-weight cache, else a temporary dir."""
-    from ember.engine.runners.torch.packed_cache import default_dir
-
-    packed = default_dir()
-    return packed.parent / "native" if packed is not None else None
+def _native_dir(opts: TorchOptions) -> Path | None:
+    """Where the compiled kernels live: beside the packed-weight cache (<cache dir>/native),
+    else a temporary folder (None)."""
+    return Path(opts.packed_cache_dir).parent / "native" if opts.packed_cache_dir else None
 
 
 def _torch_options(options: Any) -> TorchOptions:
@@ -337,4 +340,6 @@ def _torch_options(options: Any) -> TorchOptions:
         return TorchOptions()
     if isinstance(options, TorchOptions):
         return options
-    return TorchOptions(device=options.device, threads=options.threads)
+    return TorchOptions(
+        device=options.device, threads=options.threads, packed_cache_dir=options.packed_cache_dir
+    )
