@@ -87,7 +87,13 @@ class NativeModel:
         kv = self.kv
         assert kv is not None
         bs = kv.block_size
-        ids, pos, slots, key_end, table, blocks, rows = [], [], [], [], [], [], []
+        ids: list[int] = []
+        pos: list[int] = []
+        slots: list[int] = []
+        key_end: list[int] = []
+        table: list[int] = []
+        blocks: list[int] = []
+        rows: list[int] = []
         for st in steps:
             n, start = len(st.token_ids), len(ids)
             total = st.num_cached + n
