@@ -10,10 +10,10 @@ import torch
 
 from ember.engine.errors import EngineError
 from ember.engine.runners.torch.config import ModelConfig
-from ember.engine.runners.torch.layers.embedding import QEmbedding
+from ember.engine.runners.torch.layers.embedding import DeviceEmbedding, QEmbedding
 from ember.engine.runners.torch.layers.linear import WEIGHT_FORMATS, QLinear
 from ember.engine.runners.torch.layers.norm import RMSNorm
-from ember.engine.runners.torch.layers.quantize import RowFix, build_linear
+from ember.engine.runners.torch.layers.quantize import CHUNK_ROWS, RowFix, build_linear
 from ember.engine.runners.torch.loader import ModelSource
 from ember.engine.runners.torch.model import DecoderLayer, LayerWeights, Transformer
 from ember.engine.runners.torch.packed_cache import PackedCache, cache_key
@@ -174,8 +174,16 @@ class _Builder:
             w.post_ffn_norm = self.norm(p + "post_ffw_norm.weight")
         return DecoderLayer(i, cfg, w)
 
-    def embedding(self) -> QEmbedding:
+    def embedding(self) -> QEmbedding | DeviceEmbedding:
         table = self.tensor("token_embd.weight")
+        if self.opts.device.type != "cpu":
+            return DeviceEmbedding(
+                table.row_chunks(CHUNK_ROWS),
+                table.shape[0],
+                self.cfg.embed_scale,
+                self.opts.dtype,
+                self.opts.device,
+            )
         if self.kernels is not None:
             from ember.engine.runners.torch.native.kernels import mat_of
 

@@ -100,6 +100,19 @@ class KVStore:
             out.append(x)
         return out[0], out[1]
 
+    def gather_tables(self, layer: int, tables: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """K, V of every slot of padded block tables (B, nb): (B, nb * block_size, n_kv_heads,
+        head_dim) each, float32 for an int8 store (static shapes: see decode_attention.py)."""
+        b, nb = tables.shape
+        flat = tables.reshape(-1)
+        out = []
+        for pool, scales in ((self.k, self.k_scale), (self.v, self.v_scale)):
+            x = pool[layer].index_select(0, flat)
+            if self.quantized:
+                x = x.float() * scales[layer].index_select(0, flat)[..., None]
+            out.append(x.view(b, nb * self.block_size, *x.shape[2:]))
+        return out[0], out[1]
+
     def read_keys(self, layer: int, blocks: torch.Tensor) -> torch.Tensor:
         """Float32 keys of whole blocks (B, block_size, n_kv_heads, head_dim)."""
         keys = self.k[layer].index_select(0, blocks).float()

@@ -12,7 +12,10 @@ import torch
 
 from ember.engine.errors import EngineError
 from ember.engine.runners.base import ForwardBatch, RunnerInfo, SeqStep
+from ember.engine.runners.torch import cuda_graphs
 from ember.engine.runners.torch.build import BuildOptions, build_model, native_ready
+from ember.engine.runners.torch.cuda_graphs import DecodeGraphs
+from ember.engine.runners.torch.device_decode import decode_batch, one_token_steps
 from ember.engine.runners.torch.kv_store import KVStore
 from ember.engine.runners.torch.layers.attention import AttnPlan, make_plan
 from ember.engine.runners.torch.layers.rope import Rope, apply_rope, signed_sin
@@ -119,17 +122,14 @@ class TorchRunner:
             for sliding in {cfg.is_sliding(i) for i in range(cfg.n_layers)}
         }
         self.kv: KVStore | None = None
+        self.graphs = DecodeGraphs(self) if cuda_graphs.enabled(self) else None
         self.info = RunnerInfo(
             name="torch",
             device=device.type,
             architecture=cfg.arch,
             vocab_size=cfg.vocab_size,
             context_limit=cfg.context_length,
-            kv_bytes_per_token=2
-            * cfg.n_layers
-            * cfg.n_kv_heads
-            * cfg.head_dim
-            * self.kv_dtype.itemsize,
+            kv_bytes_per_token=kv_bytes_per_token(cfg, self.kv_dtype),
             model_digest=src.digest,
             dtype=str(self.kv_dtype).removeprefix("torch."),
         )
@@ -183,12 +183,15 @@ class TorchRunner:
         return cls(src, model, device, dtype, kv_dtype, native)
 
     def init_kv(self, num_blocks: int, block_size: int) -> None:
-        """Allocate the KV pools (dropping any previous ones first)."""
+        """Allocate the KV pools (dropping any previous ones first). On an accelerator one more
+        block is kept as scratch for the padding rows of captured decode steps."""
         self.kv = None
+        if self.graphs is not None:
+            self.graphs.reset()
         cfg = self.cfg
         self.kv = KVStore(
             cfg.n_layers,
-            num_blocks,
+            num_blocks + (self.device.type != "cpu"),
             block_size,
             cfg.n_kv_heads,
             cfg.head_dim,
@@ -245,6 +248,9 @@ class TorchRunner:
             return []
         if self.native is not None and batch.num_tokens < NATIVE_MAX_TOKENS:
             return self.native.forward(batch.steps, self.ropes)
+        if self.device.type != "cpu" and one_token_steps(batch.steps):
+            graphed = self.graphs.forward(batch.steps) if self.graphs is not None else None
+            return graphed if graphed is not None else decode_batch(self, batch.steps)
         ids = torch.tensor(
             [t for st in batch.steps for t in st.token_ids], dtype=torch.int64, device=self.device
         )
