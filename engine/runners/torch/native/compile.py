@@ -29,6 +29,7 @@ SOURCES = (
     "dot_legacy.c",
     "dot_kquants.c",
     "dot_float.c",
+    "dot_multi.c",
     "linear.c",
     "dequant.c",
     "attention.c",

@@ -41,22 +41,15 @@ float em_dot_q8_0(const uint8_t *w, const em_act *a, int32_t m) {
     const int8_t *x = ACT32(a, m);
     const float *dx = D32(a, m);
 #ifdef EM_AVX2
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int b = 0;
-    for (; b + 1 < nb; b += 2) {
+    /* one accumulator, block by block: the same order as dot_multi.c's 4-row kernel, so a
+     * row's result does not depend on how many rows share the call */
+    __m256 acc = _mm256_setzero_ps();
+    for (int b = 0; b < nb; b++) {
         const uint8_t *p = w + 34 * b;
-        __m256i s0 = em_dot_i8(em_load32(p + 2), em_load32(x + 32 * b));
-        __m256i s1 = em_dot_i8(em_load32(p + 36), em_load32(x + 32 * b + 32));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(f16(p) * dx[b]), _mm256_cvtepi32_ps(s0), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(f16(p + 34) * dx[b + 1]), _mm256_cvtepi32_ps(s1),
-                               acc1);
+        __m256i s = em_dot_i8(em_load32(p + 2), em_load32(x + 32 * b));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(p) * dx[b]), _mm256_cvtepi32_ps(s), acc);
     }
-    for (; b < nb; b++) {
-        const uint8_t *p = w + 34 * b;
-        __m256i s0 = em_dot_i8(em_load32(p + 2), em_load32(x + 32 * b));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(f16(p) * dx[b]), _mm256_cvtepi32_ps(s0), acc0);
-    }
-    return em_hsum(_mm256_add_ps(acc0, acc1));
+    return em_hsum(acc);
 #else
     float acc = 0.0f;
     for (int b = 0; b < nb; b++) {

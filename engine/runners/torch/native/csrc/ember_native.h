@@ -134,6 +134,9 @@ void em_linear_rows(const em_linear *w, const em_act *a, float *y, int64_t ldy);
 void em_linear_needs(const em_linear *w, int *need32, int *need256);
 typedef float (*em_dot_fn)(const uint8_t *row, const em_act *a, int32_t m);
 em_dot_fn em_dot_for(int32_t type);
+/* one weight row against activation rows m0 .. m0 + 3 (NULL: no such kernel for the type) */
+typedef void (*em_dot4_fn)(const uint8_t *row, const em_act *a, int32_t m0, float *out);
+em_dot4_fn em_dot4_for(int32_t type);
 void em_dequant_row(int32_t type, const uint8_t *row, float *out, int32_t cols);
 
 #endif

@@ -28,11 +28,20 @@ void em_linear_rows(const em_linear *w, const em_act *a, float *y, int64_t ldy) 
             if (lo >= hi) continue;
             const em_mat *mt = &w->part[p];
             const em_dot_fn dot = em_dot_for(mt->type);
+            const em_dot4_fn dot4 = em_dot4_for(mt->type);
             for (int64_t r = lo; r < hi; r++) {
                 const uint8_t *row = mt->data + (r - start[p]) * mt->row_bytes;
                 const int64_t col = w->out_map ? w->out_map[r] : r;
                 const float b = w->bias ? w->bias[r] : 0.0f;
-                for (int32_t i = 0; i < a->m; i++) y[i * ldy + col] = dot(row, a, i) + b;
+                int32_t i = 0;
+                if (dot4) {
+                    float four[4];
+                    for (; i + 4 <= a->m; i += 4) {
+                        dot4(row, a, i, four);
+                        for (int j = 0; j < 4; j++) y[(i + j) * ldy + col] = four[j] + b;
+                    }
+                }
+                for (; i < a->m; i++) y[i * ldy + col] = dot(row, a, i) + b;
             }
         }
     }

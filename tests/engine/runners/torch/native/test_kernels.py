@@ -92,3 +92,15 @@ def test_unsupported_shapes_and_types_are_refused() -> None:
         mat_of(random_tensor(T.Q2_K, 2, 256), int(T.Q2_K), (2, 256))
     with pytest.raises(ValueError, match="no native kernel"):
         mat_of(np.zeros((2, 34), np.uint8), int(T.Q8_0), (2, 37))
+
+
+@pytest.mark.parametrize("qtype", TYPES, ids=lambda t: t.name)
+def test_rows_do_not_depend_on_the_batch(kernels: Kernels, qtype: T) -> None:
+    """A row's product is bit-identical whether it is multiplied alone or with others (the
+    4-row kernels keep the one-row order), so drafts verify exactly like plain decoding."""
+    rows, cols = 16, 512
+    lin = make_linear([(random_tensor(qtype, rows, cols, seed=7), int(qtype), (rows, cols))])
+    x = torch.randn(9, cols, generator=torch.Generator().manual_seed(2))
+    together = kernels.linear(lin, x)
+    alone = torch.cat([kernels.linear(lin, x[i : i + 1]) for i in range(9)])
+    assert torch.equal(together, alone)
