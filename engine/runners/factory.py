@@ -96,8 +96,36 @@ def model_format_is_not_gguf(resolved: Any) -> bool:
     return str(getattr(resolved, "format", "gguf")) != "gguf"
 
 
+class TemplateChat:
+    """Messages (with tools and template kwargs) -> prompt ids through a model's chat template;
+    tool turns in the model's own format or Ember's generic one (models/text/tool_calls)."""
+
+    def __init__(self, template: Any, tokenizer: Any) -> None:
+        from ember.models.text.tool_calls import detect_tool_format
+
+        self.template = template
+        self.tokenizer = tokenizer
+        self.tool_format = detect_tool_format(template.source).name
+
+    def __call__(
+        self,
+        messages: Any,
+        tools: Any = (),
+        template_kwargs: Any = None,
+    ) -> list[int]:
+        from ember.models.text.tool_calls import template_inputs, tool_format
+
+        dicts = [m.template_dict() for m in messages]
+        specs = [t.as_dict() for t in tools]
+        dicts, rendered_tools = template_inputs(dicts, specs, tool_format(self.tool_format))
+        extra = dict(template_kwargs or {})
+        if rendered_tools:
+            extra["tools"] = rendered_tools
+        return list(self.template.render_ids(self.tokenizer, dicts, **extra))
+
+
 def chat_renderer(resolved: Any, tokenizer: Any) -> Any:
-    """A messages -> prompt ids function from the model's own chat template (None if absent)."""
+    """A messages -> prompt ids renderer from the model's own chat template (None if absent)."""
     try:
         from ember.models.text.templates.chat_template import ChatTemplate
     except ImportError:
@@ -105,21 +133,16 @@ def chat_renderer(resolved: Any, tokenizer: Any) -> Any:
     path = Path(resolved.path)
     is_gguf = str(getattr(resolved, "format", "gguf")) == "gguf"
     template = ChatTemplate.from_gguf(path) if is_gguf else ChatTemplate.from_hf(path)
-
-    def render(messages: Any) -> list[int]:
-        dicts = [{"role": m.role, "content": m.content} for m in messages]
-        return list(template.render_ids(tokenizer, dicts))
-
-    return render
+    return TemplateChat(template, tokenizer)
 
 
 def load_parts(options: EngineOptions) -> tuple[Runner, Any, str]:
     """The runner, chat renderer and display name for options.model."""
     if options.runner == "fake":
-        from ember.engine.runners.fake import FakeRunner, fake_chat_ids
+        from ember.engine.runners.fake import FakeChat, FakeRunner
 
         fake = FakeRunner()
-        return fake, (lambda messages: fake_chat_ids(fake.tokenizer, messages)), "fake"
+        return fake, FakeChat(fake.tokenizer), "fake"
     resolved = resolve(options.model)
     runner = create_runner(options, resolved)
     try:
