@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 # Single-line JSON with the usual separators: what small models write anyway, and no room for
 # the runaway-whitespace failure of flexible grammars. A schema's own "x-guidance" overrides it.
-JSON_DEFAULTS = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
+JSON_DEFAULTS: Any = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
 CACHE_SIZE = 64
 
 
