@@ -255,6 +255,7 @@ class Finished:
     token_ids: tuple[int, ...]
     stats: Stats
     error: str = ""  # one-line reason when reason == "error"
+    refused: bool = False  # the request itself was refused (bad input), nothing was generated
 
 
 Event = TextDelta | Finished

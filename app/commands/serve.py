@@ -24,6 +24,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="a Host name clients use to reach this server (repeatable)",
     )
+    parser.add_argument(
+        "--allow-model-path",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="requests may name model files under DIR by path (repeatable; default: none)",
+    )
+    parser.add_argument(
+        "--allow-remote",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="requests may name an OpenAI-compatible server whose URL starts with URL; it gets "
+        "no API key of this server (repeatable; default: none)",
+    )
     parser.add_argument("--max-body-bytes", type=int, default=1 << 20, help="request body limit")
     parser.add_argument("--max-loaded", type=int, default=1, help="models kept loaded while idle")
     parser.add_argument("--runner", default="auto", choices=["auto", "torch", "llama.cpp"])
@@ -36,6 +51,38 @@ def _registered_names() -> list[str]:
     from ember.models.registry import registry
 
     return [m.name for m in registry.list_models()]
+
+
+def _is_remote(name: str) -> bool:
+    return name.startswith(("http://", "https://"))
+
+
+def served_check(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    """name -> whether a request may name it: a registered model or alias, the --model the
+    operator gave, a file under an --allow-model-path folder, a URL under an --allow-remote."""
+    from pathlib import Path
+
+    from ember.models.registry.registry import Registry
+    from ember.models.registry.starter import STARTER_NAME, starter_installed
+
+    folders = [Path(d).expanduser().resolve() for d in args.allow_model_path]
+    prefixes = [u.rstrip("/") for u in args.allow_remote]
+
+    def is_served(name: str) -> bool:
+        if name == args.model:
+            return True
+        if _is_remote(name):
+            return any(name == p or name.startswith(p + "/") for p in prefixes)
+        if "/" in name or "\\" in name or name.startswith("."):
+            if not folders:
+                return False
+            path = Path(name).expanduser().resolve()
+            return any(path.is_relative_to(folder) for folder in folders)
+        if name == STARTER_NAME and starter_installed():
+            return True
+        return Registry().find(name) is not None
+
+    return is_served
 
 
 def run(args: argparse.Namespace) -> int:
@@ -53,6 +100,10 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--port {args.port}: must be between 1 and 65535")
 
     def load(name: str):  # type: ignore[no-untyped-def]
+        if _is_remote(name):  # an --allow-remote server: never with this server's credentials
+            from ember.engine.remote.backend import RemoteBackend, RemoteConfig
+
+            return RemoteBackend(RemoteConfig(name, "", api_key=""))
         return load_engine(
             EngineOptions(
                 model=name,
@@ -69,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
         default_model=args.model,
         max_loaded=args.max_loaded,
         max_tokens_cap=args.ctx,
+        is_served=served_check(args),
     )
     if args.model:
         pool.preload(args.model)

@@ -6,7 +6,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 
-from ember.app.server.schema import RequestInvalid
+from ember.app.server.errors import RequestInvalid
 from ember.engine.api import Backend
 from ember.models.errors import RegistryError
 
@@ -21,9 +21,13 @@ class ModelPool:
         default_model: str | None = None,
         max_loaded: int = 1,
         max_tokens_cap: int = 8192,
+        is_served: Callable[[str], bool] | None = None,
     ) -> None:
         self._load = load
         self._list_names = list_names
+        # which `model` values a request may name (default: the listed names); the operator's
+        # opt-ins (paths, URLs) come in through serve.py
+        self._is_served = is_served or (lambda name: name in self._list_names())
         self.default_model = default_model
         self.max_loaded = max_loaded
         self.max_tokens_cap = max_tokens_cap
@@ -35,6 +39,12 @@ class ModelPool:
     def names(self) -> list[str]:
         """Every model a request may name: registered ones and loaded ones."""
         return sorted(set(self._list_names()) | set(self._loaded))
+
+    @staticmethod
+    def unknown_model_message(name: str) -> str:
+        """The one answer for every model this server does not serve (no file-existence hints)."""
+        shown = name if len(name) <= 80 else name[:77] + "..."
+        return f"model {shown!r} is not served here; GET /v1/models lists the models it serves"
 
     def loaded(self) -> list[str]:
         return list(self._loaded)
@@ -51,6 +61,8 @@ class ModelPool:
         name = requested or self.default_model
         if not name:
             raise RequestInvalid("model", "no model named and the server has no default (--model)")
+        if name not in self._loaded and not self._is_served(name):
+            raise RequestInvalid("model", self.unknown_model_message(name), status=404)
         return name, await anyio.to_thread.run_sync(self._get, name)
 
     def _get(self, name: str) -> Backend:
@@ -65,8 +77,10 @@ class ModelPool:
                     return backend
             try:
                 backend = self._load(name)
-            except RegistryError as exc:
-                raise RequestInvalid("model", str(exc), status=404) from None
+            except RegistryError:
+                raise RequestInvalid(
+                    "model", self.unknown_model_message(name), status=404
+                ) from None
             with self._lock:
                 self._loaded[name] = backend
                 self._active[name] = self._active.get(name, 0) + 1

@@ -27,7 +27,7 @@ class ThinkSplitter:
     starts_inside: bool = False
     buffer: str = ""
     inside: bool = False
-    after_block: bool = False  # newlines right after </think> are dropped, across deltas
+    after_marker: bool = False  # newlines right after a marker are dropped, across deltas
 
     def __post_init__(self) -> None:
         self.inside = self.starts_inside
@@ -45,10 +45,10 @@ class ThinkSplitter:
             (reasoning if self.inside else content).append(self.buffer[:at])
             self.buffer = self.buffer[at + len(marker) :]
             self.inside = not self.inside
-            self.after_block = not self.inside
-        if self.after_block and not self.inside:
-            self.buffer = self.buffer.lstrip("\n")  # the answer starts after the block
-            self.after_block = not self.buffer
+            self.after_marker = True
+        if self.after_marker:
+            self.buffer = self.buffer.lstrip("\n")  # the text starts after the marker's line
+            self.after_marker = not self.buffer
         keep = _held(self.buffer, self.close if self.inside else self.open)
         (reasoning if self.inside else content).append(self.buffer[: len(self.buffer) - keep])
         self.buffer = self.buffer[len(self.buffer) - keep :]
