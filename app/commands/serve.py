@@ -6,7 +6,10 @@ import argparse
 import os
 
 NAME = "serve"
-HELP = "Serve registered models over an OpenAI-compatible HTTP API (127.0.0.1 by default)."
+HELP = (
+    "Serve registered models over OpenAI- and Ollama-compatible HTTP APIs (127.0.0.1 by "
+    "default; --port 11434 stands in for Ollama)."
+)
 ORDER = 40
 
 
@@ -85,6 +88,28 @@ def served_check(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     return is_served
 
 
+def describe_model(name: str) -> dict[str, object]:
+    """What the registry knows of a model, for Ollama's /api/tags and /api/ps."""
+    from datetime import UTC, datetime
+
+    from ember.models.registry.registry import Registry
+
+    record = Registry().find(name)
+    if record is None:
+        return {}
+    added = datetime.fromtimestamp(record.added_at or 0, UTC).isoformat()
+    params = f"{record.parameters / 1e6:.0f}M" if record.parameters else ""
+    return {
+        "modified_at": added.replace("+00:00", "Z"),
+        "size": record.size_bytes,
+        "digest": record.sha256 or "",
+        "format": record.format,
+        "family": record.architecture or "",
+        "parameter_size": params,
+        "quantization_level": record.quant or "",
+    }
+
+
 def run(args: argparse.Namespace) -> int:
     from ember.app.errors import ConfigError
     from ember.app.server.app import create_app
@@ -121,6 +146,7 @@ def run(args: argparse.Namespace) -> int:
         max_loaded=args.max_loaded,
         max_tokens_cap=args.ctx,
         is_served=served_check(args),
+        describe=describe_model,
     )
     if args.model:
         pool.preload(args.model)
@@ -132,6 +158,8 @@ def run(args: argparse.Namespace) -> int:
     )
     import uvicorn
 
-    print(f"ember: serving on http://{args.host}:{args.port}/v1", flush=True)
+    print(
+        f"ember: serving on http://{args.host}:{args.port} (OpenAI: /v1, Ollama: /api)", flush=True
+    )
     uvicorn.run(create_app(pool, guard), host=args.host, port=args.port, log_level="warning")
     return 0

@@ -8,11 +8,11 @@ events; a client that disconnects aborts its request, which frees its KV blocks.
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
+from ember.app.server.io import error_response, next_event, read_json
 from ember.app.server.openai import Completion
 from ember.app.server.pool import ModelPool
 from ember.app.server.schema import ParsedRequest, RequestInvalid, parse_chat, parse_completion
@@ -26,41 +26,9 @@ if TYPE_CHECKING:
     from starlette.responses import Response
 
 
-def _error(status: int, message: str, param: str | None = None) -> Response:
-    from starlette.responses import JSONResponse
-
-    kind = "invalid_request_error" if status < 500 else "server_error"
-    body = {"error": {"message": message, "type": kind, "param": param, "code": status}}
-    return JSONResponse(body, status_code=status)
-
-
-async def _read_json(request: Request, limit: int) -> Any:
-    from starlette.requests import ClientDisconnect
-
-    size = 0
-    chunks: list[bytes] = []
-    try:
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise RequestInvalid("body", f"request body exceeds {limit} bytes", status=413)
-            chunks.append(chunk)
-    except ClientDisconnect:  # the client gave up mid-upload: nothing to answer, no traceback
-        raise RequestInvalid("body", "the client disconnected", status=400) from None
-    try:
-        return json.loads(b"".join(chunks) or b"null")
-    except RecursionError:
-        raise RequestInvalid("body", "JSON nested too deeply", status=400) from None
-    except (ValueError, UnicodeDecodeError):
-        raise RequestInvalid("body", "not valid JSON", status=400) from None
-
-
-async def _next_event(iterator: Any) -> Any:
-    import anyio
-
-    return await anyio.to_thread.run_sync(
-        functools.partial(next, iterator, None), abandon_on_cancel=True
-    )
+_error = error_response
+_read_json = read_json
+_next_event = next_event
 
 
 async def _stream(
@@ -179,14 +147,31 @@ def create_app(pool: ModelPool, guard: Guard) -> Starlette:
 
     async def model(request: Request) -> Response:
         name = request.path_params["name"]
-        if name not in pool.names():
+        if not pool.serves(name):
             return _error(404, pool.unknown_model_message(name), "model")
         return JSONResponse(card(name))
 
     async def health(request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok", "loaded": pool.loaded()})
 
+    from ember.app.server import ollama
+
+    async def unload(request: Request) -> Response:
+        """POST /ember/unload {"model": name}: unload an idle model now (ember stop)."""
+        try:
+            body = await read_json(request, guard.max_body_bytes)
+        except RequestInvalid as exc:
+            return _error(exc.status, str(exc), exc.param)
+        name = body.get("model") if isinstance(body, dict) else None
+        if not isinstance(name, str) or name not in pool.loaded():
+            return _error(404, f"model {str(name)[:80]!r} is not loaded", "model")
+        if not pool.unload(name):
+            return _error(409, f"model {name!r} is serving a request; try again", "model")
+        return JSONResponse({"unloaded": name})
+
     routes = [
+        *ollama.routes(pool, guard),
+        Route("/ember/unload", unload, methods=["POST"]),
         Route("/health", health, methods=["GET"]),
         Route("/v1/models", models, methods=["GET"]),
         Route("/v1/models/{name:path}", model, methods=["GET"]),
