@@ -154,7 +154,7 @@ def create_app(pool: ModelPool, guard: Guard) -> Starlette:
     async def health(request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok", "loaded": pool.loaded()})
 
-    from ember.app.server import ollama
+    from ember.app.server import ollama, ollama_models
 
     async def unload(request: Request) -> Response:
         """POST /ember/unload {"model": name}: unload an idle model now (ember stop)."""
@@ -171,6 +171,7 @@ def create_app(pool: ModelPool, guard: Guard) -> Starlette:
 
     routes = [
         *ollama.routes(pool, guard),
+        *ollama_models.routes(pool, guard),
         Route("/ember/unload", unload, methods=["POST"]),
         Route("/health", health, methods=["GET"]),
         Route("/v1/models", models, methods=["GET"]),

@@ -117,3 +117,35 @@ def test_option_and_duration_parsing() -> None:
     assert keep_alive_s("5m") == 300 and keep_alive_s(0) == 0 and keep_alive_s("-1") == -1
     with pytest.raises(RequestInvalid):
         keep_alive_s("soon")
+
+
+def test_pull_streams_status_then_delete(
+    server: tuple[str, ModelPool], monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    import ollama
+
+    from ember.models.registry.registry import Registry
+    from tests.models.files.tiny_gguf import write_tiny_gguf
+    from tests.models.hub.hub_server import HubServer, use_hub
+
+    url, _ = server
+    with HubServer() as hub:
+        use_hub(monkeypatch, hub)
+        data = write_tiny_gguf(tmp_path / "tiny.gguf", rows=64, seed=1).read_bytes()
+        hub.add_repo("org/tiny-GGUF", {"tiny-Q4_K_M.gguf": data})
+        client = ollama.Client(host=url, timeout=60)
+        statuses = [p.status for p in client.pull("org/tiny-GGUF", stream=True)]
+        assert statuses[0] == "pulling manifest" and statuses[-1] == "success"
+        assert any(s and s.startswith("pulling tiny-Q4_K_M.gguf") for s in statuses)
+        record = Registry().find("org/tiny-GGUF:Q4_K_M")
+        assert record is not None and record.path.read_bytes() == data
+        failed = httpx.post(
+            f"{url}/api/pull", json={"model": "org/missing", "stream": False}, timeout=60
+        )
+        assert failed.status_code == 400 and "missing" in failed.json()["error"]
+        client.delete("org/tiny-GGUF:Q4_K_M")
+        assert Registry().find("org/tiny-GGUF:Q4_K_M") is None and not record.path.exists()
+        gone = httpx.request(
+            "DELETE", f"{url}/api/delete", json={"model": "org/tiny-GGUF:Q4_K_M"}, timeout=30
+        )
+        assert gone.status_code == 404
