@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ember.engine.api import Backend
 
 NAME = "serve"
 HELP = (
@@ -60,7 +65,7 @@ def _is_remote(name: str) -> bool:
     return name.startswith(("http://", "https://"))
 
 
-def served_check(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def served_check(args: argparse.Namespace) -> Callable[[str], bool]:
     """name -> whether a request may name it: a registered model or alias, the --model the
     operator gave, a file under an --allow-model-path folder, a URL under an --allow-remote."""
     from pathlib import Path
@@ -124,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
     if not 0 < args.port < 65536:
         raise ConfigError(f"--port {args.port}: must be between 1 and 65535")
 
-    def load(name: str):  # type: ignore[no-untyped-def]
+    def load(name: str) -> Backend:
         if _is_remote(name):  # an --allow-remote server: never with this server's credentials
             from ember.engine.remote.backend import RemoteBackend, RemoteConfig
 
