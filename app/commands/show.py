@@ -42,9 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def describe(ref: str, digest: bool = True) -> dict[str, Any]:
     """Everything `ember show` prints about a model, as a JSON-ready dict (digest=False leaves
     out a SHA-256 that is not already known, which would mean reading the whole file)."""
-    from ember.models.registry.registry import Registry
+    from ember.app.loading import open_registry
 
-    registry = Registry()
+    registry = open_registry()
     resolved = registry.resolve(ref)
     out: dict[str, Any] = {"name": resolved.name, "format": resolved.format}
     if resolved.format == "remote":
@@ -113,9 +113,9 @@ def run(args: argparse.Namespace) -> int:
         label = _LABELS.get(key, key.replace("_", " "))
         print(f"{label.ljust(width)}  {_text(details[key], key)}", flush=True)
     if "sha256" not in details and not args.no_digest and details.get("format") != "remote":
-        from ember.models.registry.registry import Registry
+        from ember.app.loading import open_registry
 
-        registry = Registry()
+        registry = open_registry()
         resolved = registry.resolve(args.model)
         print(f"{'sha256'.ljust(width)}  {registry.digest(resolved.path, resolved.format)}")
     return 0

@@ -39,11 +39,12 @@ def _status(event: Any) -> dict[str, Any]:
 
 
 def _pull_lines(ref: str, cancel: threading.Event) -> Iterator[dict[str, Any]]:
+    from ember.app.loading import open_registry
     from ember.models.hub.events import pull_events
 
     yield {"status": "pulling manifest"}
     try:
-        for event in pull_events(ref, cancel=cancel):
+        for event in pull_events(ref, open_registry(), cancel=cancel):
             yield _status(event)
     except EmberError as exc:
         yield {"error": str(exc)}
@@ -88,13 +89,13 @@ def routes(pool: ModelPool, guard: Guard) -> list[Route]:
         return StreamingResponse(body_iter(), media_type="application/x-ndjson")
 
     async def delete(request: Request) -> Response:
-        from ember.models.registry.registry import Registry
+        from ember.app.loading import open_registry
 
         try:
             name = _name(await read_json(request, guard.max_body_bytes))
         except RequestInvalid as exc:
             return JSONResponse({"error": str(exc)}, status_code=exc.status)
-        registry = Registry()
+        registry = open_registry()
         record = registry.find(name)
         if record is None:
             return JSONResponse({"error": pool.unknown_model_message(name)}, status_code=404)

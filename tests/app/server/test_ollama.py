@@ -124,7 +124,7 @@ def test_pull_streams_status_then_delete(
 ) -> None:  # type: ignore[no-untyped-def]
     import ollama
 
-    from ember.models.registry.registry import Registry
+    from ember.app.loading import open_registry
     from tests.models.files.tiny_gguf import write_tiny_gguf
     from tests.models.hub.hub_server import HubServer, use_hub
 
@@ -137,14 +137,14 @@ def test_pull_streams_status_then_delete(
         statuses = [p.status for p in client.pull("org/tiny-GGUF", stream=True)]
         assert statuses[0] == "pulling manifest" and statuses[-1] == "success"
         assert any(s and s.startswith("pulling tiny-Q4_K_M.gguf") for s in statuses)
-        record = Registry().find("org/tiny-GGUF:Q4_K_M")
+        record = open_registry().find("org/tiny-GGUF:Q4_K_M")
         assert record is not None and record.path.read_bytes() == data
         failed = httpx.post(
             f"{url}/api/pull", json={"model": "org/missing", "stream": False}, timeout=60
         )
         assert failed.status_code == 400 and "missing" in failed.json()["error"]
         client.delete("org/tiny-GGUF:Q4_K_M")
-        assert Registry().find("org/tiny-GGUF:Q4_K_M") is None and not record.path.exists()
+        assert open_registry().find("org/tiny-GGUF:Q4_K_M") is None and not record.path.exists()
         gone = httpx.request(
             "DELETE", f"{url}/api/delete", json={"model": "org/tiny-GGUF:Q4_K_M"}, timeout=30
         )
