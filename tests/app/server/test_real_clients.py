@@ -133,7 +133,6 @@ def test_openai_required_tool_call_and_streaming(server: str) -> None:
     assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens > 0
 
 
-@pytest.mark.skip(reason="GET /v1/models needs the registry lister fix of engineer appseams")
 def test_model_lists(server: str) -> None:
     import ollama
 
