@@ -4,6 +4,7 @@ fused linears, and the calls the torch modules make (x W^T, rows dequantized to 
 from __future__ import annotations
 
 import ctypes as C
+import logging
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,18 +16,26 @@ import torch
 from ember.engine.runners.torch.native import structs as S
 from ember.engine.runners.torch.native.compile import NativeBuild, load_library
 
+log = logging.getLogger(__name__)
 _lock = threading.Lock()
 _loaded: dict[str, NativeBuild] = {}
 
 
 def native_build(cache_dir: Path | None) -> NativeBuild:
-    """The process's native library (built or loaded once per cache folder)."""
+    """The process's native library (built or loaded once per cache folder). Where it cannot be
+    built, one warning line says why and that the runner falls back to torch's kernels."""
     key = str(cache_dir)
     with _lock:
         if key not in _loaded:
             build = load_library(cache_dir)
             if build.lib is not None:
                 S.declare(build.lib)
+            elif build.reason != "EMBER_NATIVE=off":
+                log.warning(
+                    "torch runner: native CPU kernels unavailable (%s); using torch's kernels "
+                    "(slower, see README: ember bench)",
+                    build.reason,
+                )
             _loaded[key] = build
         return _loaded[key]
 
@@ -134,6 +143,18 @@ class Kernels:
             out = torch.empty_like(out).index_copy_(0, perm.long(), out)
         if w.desc.bias:
             pass  # the bias is added by the caller's linear
+        return out
+
+    def dequantize_rows(self, w: NativeLinear, row0: int, n_rows: int) -> torch.Tensor:
+        """Rows row0 .. row0 + n_rows of a single-part weight without an output permutation
+        (an LM head) as float32 (n_rows, in)."""
+        assert w.desc.n_parts == 1 and not w.desc.out_map
+        part = w.desc.part[0]
+        n_rows = min(n_rows, int(part.rows) - row0)
+        out = torch.empty(n_rows, w.in_features, dtype=torch.float32)
+        self.lib.em_dequant_rows(
+            C.byref(part), row0, n_rows, out.data_ptr(), torch.get_num_threads()
+        )
         return out
 
     def gather(self, mat: S.EmMat, ids: torch.Tensor, scale: float = 1.0) -> torch.Tensor:

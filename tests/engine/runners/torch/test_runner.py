@@ -11,7 +11,9 @@ import pytest
 import torch
 
 from ember.engine.errors import EngineError
+from ember.engine.runners.torch.native.compile import _compiler
 from ember.engine.runners.torch.runner import TorchOptions, TorchRunner
+from tests.conftest import PACKED_CACHE_DIR
 
 from .helpers import decode_logits, greedy, prefill_logits
 
@@ -70,9 +72,16 @@ def test_decode_matches_transformers(
     assert np.abs(got - expected[4:]).max() < TOLERANCE
 
 
-NATIVE_F32 = TorchOptions(device="cpu", dtype="float32", kernels="native")
+# the compiled kernels go beside the shared packed cache (tests/.cache/native): built once
+NATIVE_F32 = TorchOptions(
+    device="cpu", dtype="float32", kernels="native", packed_cache_dir=PACKED_CACHE_DIR
+)
+needs_cc = pytest.mark.skipif(
+    _compiler() is None, reason="no C compiler: the native kernels cannot be built here"
+)
 
 
+@needs_cc
 def test_native_decode_matches_transformers(
     reference: tuple[str, list[int], np.ndarray], tiny_models: Any
 ) -> None:
@@ -85,6 +94,7 @@ def test_native_decode_matches_transformers(
     assert np.abs(got - expected[29:40]).max() < TOLERANCE
 
 
+@needs_cc
 def test_native_prefill_then_decode_matches_transformers(
     reference: tuple[str, list[int], np.ndarray], tiny_models: Any
 ) -> None:
@@ -105,14 +115,20 @@ def test_native_prefill_then_decode_matches_transformers(
     assert np.abs(got - expected[63:]).max() < TOLERANCE
 
 
-@pytest.mark.parametrize("kernels", ["native", "torch"])
+@pytest.mark.parametrize("kernels", [pytest.param("native", marks=needs_cc), "torch"])
 def test_int8_kv_cache_stays_close_to_transformers(
     reference: tuple[str, list[int], np.ndarray], tiny_models: Any, kernels: str
 ) -> None:
     """int8 KV pools (codes + a scale per token and head): a prefill on the torch modules, then
     decode steps (native or torch), within a measured bound of the float32 logits."""
     arch, ids, expected = reference
-    opts = TorchOptions(device="cpu", dtype="float32", kv_dtype="int8", kernels=kernels)
+    opts = TorchOptions(
+        device="cpu",
+        dtype="float32",
+        kv_dtype="int8",
+        kernels=kernels,
+        packed_cache_dir=PACKED_CACHE_DIR,
+    )
     runner = TorchRunner.load(tiny_models.gguf(arch, "F32"), opts)
     assert runner.kv_dtype == torch.int8 and runner.info.dtype == "int8"
     got = decode_logits(runner, ids, prefill=40, block_size=16)
