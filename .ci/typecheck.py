@@ -75,11 +75,21 @@ def extra_links(pyproject: dict, packages: set[str]) -> list[Link]:
     return links
 
 
-def build_tree(links: list[Link]) -> None:
-    """Recreate the tree (cheap: symlinks only; mypy's cache follows them to the real files)."""
-    shutil.rmtree(ROOT / TREE, ignore_errors=True)
+def tree_links(pyproject: dict) -> list[Link]:
+    """Every link of the tree: the installed packages, the other checked folders, the probe."""
+    packages = {name.partition(".")[0] for name in pyproject["tool"]["setuptools"]["package-dir"]}
+    return [
+        *package_links(pyproject),
+        *extra_links(pyproject, packages),
+        Link(TREE / PROBE_MODULE, PROBE),
+    ]
+
+
+def build_tree(links: list[Link], base: Path = ROOT) -> None:
+    """Recreate the tree under base (cheap: symlinks only; mypy's cache follows them)."""
+    shutil.rmtree(base / TREE, ignore_errors=True)
     for link in links:
-        shadow = ROOT / link.shadow
+        shadow = base / link.shadow
         shadow.parent.mkdir(parents=True, exist_ok=True)
         shadow.symlink_to(os.path.relpath(ROOT / link.real, shadow.parent))
 
@@ -135,10 +145,7 @@ def probe_failures(expected: dict[int, str], found: list[tuple[int, str]]) -> li
 def main(argv: list[str]) -> int:
     os.chdir(ROOT)
     pyproject = tomllib.loads(Path("pyproject.toml").read_text())
-    links = package_links(pyproject)
-    packages = {name.partition(".")[0] for name in pyproject["tool"]["setuptools"]["package-dir"]}
-    links += extra_links(pyproject, packages)
-    links.append(Link(TREE / PROBE_MODULE, PROBE))
+    links = tree_links(pyproject)
     build_tree(links)
 
     files = [*pyproject["tool"]["mypy"]["files"], str(TREE / PROBE_MODULE)]
