@@ -125,9 +125,9 @@ def main() -> None:
     parser.add_argument("--batch", default="1,4,16")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    from ember.engine.runners.factory import resolve
+    from ember.app.loading import resolve_files
 
-    model = str(resolve(args.model).path)
+    model = str(resolve_files(args.model).path)
     table: dict[str, dict[str, object]] = {}
     for batch in (int(b) for b in args.batch.split(",")):
         runs: dict[str, list[dict[str, float]]] = {n: [] for n in CONFIGS}

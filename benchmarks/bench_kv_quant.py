@@ -20,12 +20,13 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_streaming_ppl import build_corpus  # noqa: E402
+from bench_streaming_ppl import build_corpus  # type: ignore[import-not-found]  # noqa: E402
 
 CACHE_TYPES = {"torch": ("float16", "int8"), "llama.cpp": ("f16", "q8_0", "q4_0")}
 
@@ -40,7 +41,7 @@ class Row:
     seconds: float
 
 
-def _load(runner: str, model: Path, cache: str, threads: int):  # type: ignore[no-untyped-def]
+def _load(runner: str, model: Path, cache: str, threads: int) -> Any:
     if runner == "torch":
         from ember.engine.runners.torch.runner import TorchOptions, TorchRunner
 
@@ -73,10 +74,10 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    from ember.engine.runners.factory import resolve
+    from ember.app.loading import resolve_files
     from ember.models.text.tokenizers.base import open_tokenizer
 
-    model = resolve(args.model).path
+    model = resolve_files(args.model).path
     contexts = [int(c) for c in args.contexts.split(",")]
     tokenizer = open_tokenizer(model)
     text, _, _ = build_corpus(tokenizer, max(contexts) + 16)

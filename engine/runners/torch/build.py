@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -71,7 +71,7 @@ def native_ready(src: ModelSource) -> str:
     return ""
 
 
-def _native_out_map(n_rows: list[int], permute: list[int | None], head_dim: int):  # type: ignore[no-untyped-def]
+def _native_out_map(n_rows: list[int], permute: list[int | None], head_dim: int) -> Any:
     """Output columns of a fused linear whose parts' rows are llama.cpp-permuted (interleaved
     RoPE pairs): file row h*D + 2b + a of a permuted part goes to column h*D + a*D/2 + b."""
     import numpy as np

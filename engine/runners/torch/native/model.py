@@ -9,7 +9,7 @@ long prefills run through the torch modules, which write the same pools.
 from __future__ import annotations
 
 import ctypes as C
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ember.engine.runners.base import SeqStep
     from ember.engine.runners.torch.kv_store import KVStore
     from ember.engine.runners.torch.layers.rope import Rope
-    from ember.engine.runners.torch.model import Transformer
+    from ember.engine.runners.torch.model import LayerWeights, Transformer
 
 _KV_TYPES = {torch.float32: S.KV_F32, torch.bfloat16: S.KV_BF16, torch.float16: S.KV_F16}
 
@@ -42,7 +42,7 @@ class NativeModel:
         self.lib, self.cfg, self.keep = lib, cfg, keep
         self.layers = (S.EmLayer * cfg.n_layers)()
         for i, layer in enumerate(model.layers):
-            w, d = layer.w, self.layers[i]
+            w, d = cast("LayerWeights", layer.w), self.layers[i]
             d.qkv, d.o = _linear(w.qkv).desc, _linear(w.o_proj).desc
             d.gate_up, d.down = _linear(w.gate_up).desc, _linear(w.down).desc
             d.attn_norm, d.ffn_norm = float_ptr(w.attn_norm.weight), float_ptr(w.ffn_norm.weight)
