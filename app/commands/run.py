@@ -86,10 +86,13 @@ def _request(args: argparse.Namespace, prompt: str) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ember.app.commands._input_text import argument_text, stdin_text
     from ember.engine.api import Finished, TextDelta, load_engine
     from ember.engine.errors import EngineError
 
-    prompt = args.prompt if args.prompt is not None else sys.stdin.read()
+    prompt = argument_text(args.prompt, "prompt") if args.prompt is not None else stdin_text()
+    if args.system is not None:
+        args.system = argument_text(args.system, "--system")
     if not prompt.strip():
         raise EngineError("empty prompt: give PROMPT or pipe text on stdin")
     request = _request(args, prompt)
