@@ -59,6 +59,7 @@ class SamplingParams:
             ),
             ("penalty_last_n", self.penalty_last_n >= 0, "must be >= 0"),
             ("max_tokens", self.max_tokens >= 1, "must be >= 1"),
+            ("seed", self.seed is None or 0 <= self.seed < 1 << 64, "must be in [0, 2**64)"),
             ("stop", len(self.stop) <= 16 and all(self.stop), "at most 16 non-empty strings"),
         ]
         for name, ok, reason in checks:
@@ -186,6 +187,27 @@ class EngineInfo:
     features: dict[str, bool] = field(default_factory=dict)  # sink_window, prefix_cache, draft...
 
 
+HealthStatus = Literal["ok", "wedged", "dead", "closed"]
+
+
+@dataclass(frozen=True)
+class Health:
+    """Whether a backend can serve requests now (the server's /health reports it).
+
+    ok: serving (possibly busy). wedged: one engine step (or call) has run longer than the
+    backend's limit, so new requests would wait behind it. dead: the engine cannot serve any more
+    (its thread ended, or it failed beyond recovery); every new request fails at once with
+    `detail`. closed: close() was called.
+    """
+
+    status: HealthStatus = "ok"
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
 class EventStream:
     """The event queue behind every RequestHandle: a producer thread push()es events, any
     thread iterates them; result() waits for the Finished event. Subclasses add abort()."""
@@ -244,6 +266,10 @@ class Backend(Protocol):
     def submit(self, request: GenerationRequest) -> RequestHandle: ...
 
     def count_tokens(self, request: GenerationRequest) -> int: ...
+
+    def health(self) -> Health:
+        """Liveness: cheap, never blocks, callable from any thread."""
+        ...
 
     def close(self) -> None: ...
 

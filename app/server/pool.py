@@ -7,7 +7,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 from ember.app.server.schema import RequestInvalid
-from ember.engine.api import Backend
+from ember.engine.api import Backend, Health
 from ember.models.errors import RegistryError
 
 
@@ -38,6 +38,12 @@ class ModelPool:
 
     def loaded(self) -> list[str]:
         return list(self._loaded)
+
+    def health(self) -> dict[str, Health]:
+        """Each loaded model's backend health (Backend.health(): cheap, never blocks)."""
+        with self._lock:
+            backends = list(self._loaded.items())
+        return {name: backend.health() for name, backend in backends}
 
     def preload(self, name: str) -> None:
         """Load a model now (ember serve --model)."""

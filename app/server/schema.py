@@ -129,7 +129,7 @@ def _sampling(body: dict[str, Any], max_tokens_cap: int) -> SamplingParams:
         presence_penalty=_number(body, "presence_penalty", -2.0, 2.0, 0.0),
         frequency_penalty=_number(body, "frequency_penalty", -2.0, 2.0, 0.0),
         repeat_penalty=_number(body, "repeat_penalty", 0.01, 10.0, 1.0),
-        seed=_integer(body, "seed", -(1 << 63), (1 << 63) - 1, None),
+        seed=_integer(body, "seed", 0, (1 << 64) - 1, None),
         max_tokens=max_tokens,
         stop=_stop(body),
     )
