@@ -92,6 +92,11 @@ def visible(text: str) -> str:
     return _CONTROL_MULTILINE.sub(_picture, clean(text).replace("\r\n", "\n"))
 
 
+def has_controls(text: str) -> bool:
+    """Whether text holds anything `escape` would change (a name must not)."""
+    return bool(_CONTROL_ONE_LINE.search(text) or _SURROGATE.search(text))
+
+
 def describe(exc: BaseException) -> str:
     """An unexpected exception as one line: its type and message, whitespace collapsed."""
     message = " ".join(str(exc).split())

@@ -18,5 +18,7 @@ def run(args: argparse.Namespace) -> int:
     from ember.models.registry.registry import Registry
 
     record = Registry().alias(args.name, args.model)
-    print(f"{args.name} -> {record.name}")
+    from ember.app.commands._model_format import say
+
+    say(f"{args.name} -> {record.name}")
     return 0

@@ -34,8 +34,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 
-def describe(ref: str) -> dict[str, Any]:
-    """Everything `ember show` prints about a model, as a JSON-ready dict."""
+def describe(ref: str, *, digest: bool = True) -> dict[str, Any]:
+    """Everything `ember show` prints about a model, as a JSON-ready dict (digest=False: no
+    sha256 unless the registry already knows it; hashing a large file takes a while)."""
     from ember.models.registry.registry import Registry
 
     registry = Registry()
@@ -53,7 +54,8 @@ def describe(ref: str) -> dict[str, Any]:
         out["model_name"] = model_name
     record = registry.find(resolved.name)
     out["path"] = str(resolved.path)
-    out["sha256"] = resolved.sha256 or registry.digest(resolved.path, resolved.format)
+    if resolved.sha256 or digest:
+        out["sha256"] = resolved.sha256 or registry.digest(resolved.path, resolved.format)
     if record is not None:
         out["aliases"] = list(record.aliases)
         if record.source_repo:
@@ -92,15 +94,27 @@ def _mix_value(value: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ember.app.commands._model_format import print_json
+    from ember.app.commands._model_format import print_json, say
 
-    details = describe(args.model)
     if args.json:
-        print_json(details)
+        print_json(describe(args.model))
         return 0
+    details = describe(args.model, digest=False)
+    pending = "sha256" not in details and details.get("format") != "remote"
     keys = [k for k in _LABELS if k in details] + [k for k in details if k not in _LABELS]
-    width = max(len(_LABELS.get(k, k.replace("_", " "))) for k in keys)
+    width = max(len(_LABELS.get(k, k.replace("_", " "))) for k in [*keys, "sha256"])
     for key in keys:
         label = _LABELS.get(key, key.replace("_", " "))
-        print(f"{label.ljust(width)}  {_text(details[key], key)}")
+        say(f"{label.ljust(width)}  {_text(details[key], key)}")
+    if pending:  # everything else is on screen while a large file is hashed
+        print(f"{'sha256'.ljust(width)}  ", end="", flush=True)
+        print(_digest(args.model), flush=True)
     return 0
+
+
+def _digest(ref: str) -> str:
+    from ember.models.registry.registry import Registry
+
+    registry = Registry()
+    resolved = registry.resolve(ref)
+    return registry.digest(resolved.path, resolved.format)

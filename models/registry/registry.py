@@ -24,6 +24,7 @@ from ember.models.registry.probe import (
     sha256_file,
 )
 from ember.models.registry.store import ModelRecord, RegistryStore
+from ember.text import has_controls
 
 __all__ = ["DiskUsage", "ModelRecord", "Registry", "ResolvedModel", "resolve_model"]
 
@@ -102,6 +103,7 @@ class Registry:
 
     def register(self, record: ModelRecord) -> ModelRecord:
         """Insert or update a record; fills size and architecture from the files if missing."""
+        _check_name(record.name, "a model name")
         if record.format != "remote" and record.path.exists():
             if not record.size_bytes:
                 record = replace(record, size_bytes=model_size(record.path, record.format))
@@ -144,6 +146,7 @@ class Registry:
     def alias(self, alias: str, target: str) -> ModelRecord:
         """Make alias another name for the model target (a name or an existing alias)."""
         record = self.get(target)
+        _check_name(alias, "an alias")
         if not alias or "/" in alias or alias.endswith(".gguf"):
             raise RegistryError(f"{alias!r}: an alias must be a plain name (no '/' or .gguf)")
         self.store.set_alias(alias, record.name)
@@ -288,6 +291,11 @@ def _delete_owned(record: ModelRecord, models_dir: Path) -> int:
 def resolve_model(ref: str) -> ResolvedModel:
     """Resolve a name, alias, `gemma3-270m`, .gguf path or safetensors folder to a local model."""
     return Registry().resolve(ref)
+
+
+def _check_name(name: str, what: str) -> None:
+    if has_controls(name):
+        raise RegistryError(f"{name!r}: {what} must not contain control characters; pass --name")
 
 
 def mark_used(name: str) -> None:
