@@ -1,10 +1,13 @@
 """Text at Ember's boundaries: one decoding policy in, one escaping policy out.
 
-In: every byte string from outside (prompt arguments, stdin, files, request bodies, database
+In: text a person or a client hands Ember (prompt arguments, stdin, request bodies, chat history
 rows) is decoded as UTF-8; a byte-order mark selects UTF-8, UTF-16 or UTF-32; bytes that are not
 valid in that encoding become U+FFFD and the caller is told how many (`decode`). A `str` that
 already holds lone surrogates (a JSON "\\udce9" escape, a command-line argument decoded with
 surrogateescape) gets U+FFFD for each of them (`clean`). Nothing downstream sees a surrogate.
+Files that are parsed (config.json, tokenizer files, chat templates, Hub answers) are refused
+instead when they are not valid UTF-8, in one line naming the file and the first bad byte
+(`utf8_problem`): replacing bytes there could change what the file means.
 
 Out: anything from outside that is printed to a terminal (model names, file names, metadata,
 error messages) goes through `escape` (one line: every control character, newline and tab
@@ -90,6 +93,12 @@ def visible(text: str) -> str:
     """Multi-line model text made inert: control pictures for controls (ESC -> U+241B), \\r\\n
     kept as \\n, tab and newline kept."""
     return _CONTROL_MULTILINE.sub(_picture, clean(text).replace("\r\n", "\n"))
+
+
+def utf8_problem(exc: UnicodeDecodeError) -> str:
+    """Why bytes are not UTF-8, for a one-line error: the first bad byte and its offset."""
+    bad = exc.object[exc.start : exc.start + 1]
+    return f"not valid UTF-8 (byte 0x{bad.hex() or '??'} at offset {exc.start})"
 
 
 def has_controls(text: str) -> bool:
