@@ -10,116 +10,23 @@ time (an flock on a side file); a database SQLite cannot read is moved aside, ne
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ember.app.errors import HistoryError
+from ember.app.history.connect import connect_checked
 from ember.app.history.lock import HistoryLock
-
-MessageStatus = str  # complete | streaming | stopped | interrupted | error
-
-
-def _m001_initial(db: sqlite3.Connection) -> None:
-    _statements(
-        db,
-        """
-        CREATE TABLE presets (
-            id INTEGER PRIMARY KEY,
-            name TEXT NOT NULL UNIQUE,
-            content TEXT NOT NULL
-        );
-        CREATE TABLE conversations (
-            id INTEGER PRIMARY KEY,
-            title TEXT NOT NULL,
-            created_at REAL NOT NULL,
-            updated_at REAL NOT NULL,
-            leaf_id INTEGER,
-            system_prompt TEXT NOT NULL DEFAULT '',
-            preset_id INTEGER REFERENCES presets(id) ON DELETE SET NULL,
-            settings_json TEXT NOT NULL DEFAULT '{}'
-        );
-        CREATE TABLE messages (
-            id INTEGER PRIMARY KEY,
-            conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
-            parent_id INTEGER REFERENCES messages(id) ON DELETE CASCADE,
-            role TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
-            content TEXT NOT NULL,
-            status TEXT NOT NULL DEFAULT 'complete',
-            created_at REAL NOT NULL,
-            stats_json TEXT NOT NULL DEFAULT '{}'
-        );
-        CREATE INDEX messages_by_parent ON messages(conversation_id, parent_id);
-        """,
-    )
-
-
-def _statements(db: sqlite3.Connection, script: str) -> None:
-    # One execute per statement: executescript() would COMMIT the migration's transaction early.
-    for statement in script.split(";"):
-        if statement.strip():
-            db.execute(statement)
-
-
-# Append-only: never edit or reorder an entry, add m002_... for a schema change.
-MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
-    ("m001_initial", _m001_initial),
-]
-
-
-@dataclass(frozen=True)
-class Conversation:
-    """One chat: its title, shown branch, system prompt and per-chat settings."""
-
-    id: int
-    title: str
-    created_at: float
-    updated_at: float
-    leaf_id: int | None
-    system_prompt: str
-    preset_id: int | None
-    settings: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Message:
-    """One stored turn; `parent_id` links it into the conversation's tree."""
-
-    id: int
-    conversation_id: int
-    parent_id: int | None
-    role: str
-    content: str
-    status: MessageStatus
-    created_at: float
-    stats: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Preset:
-    """A named system prompt."""
-
-    id: int
-    name: str
-    content: str
-
-
-def _conversation(row: sqlite3.Row) -> Conversation:
-    return Conversation(
-        row["id"], row["title"], row["created_at"], row["updated_at"], row["leaf_id"],
-        row["system_prompt"], row["preset_id"], json.loads(row["settings_json"]),
-    )  # fmt: skip
-
-
-def _message(row: sqlite3.Row) -> Message:
-    return Message(
-        row["id"], row["conversation_id"], row["parent_id"], row["role"], row["content"],
-        row["status"], row["created_at"], json.loads(row["stats_json"]),
-    )  # fmt: skip
+from ember.app.history.records import (
+    Conversation,
+    Message,
+    MessageStatus,
+    Preset,
+    conversation_from_row,
+    message_from_row,
+)
+from ember.app.history.schema import MIGRATIONS, migrate
 
 
 class History:
@@ -136,8 +43,8 @@ class History:
         path.parent.mkdir(parents=True, exist_ok=True)
         lock = HistoryLock.acquire(path.with_name(path.name + ".lock"))
         try:
-            db, notice = _connect_checked(path)
-            _migrate(db, path)
+            db, notice = connect_checked(path)
+            migrate(db, path)
             with db:
                 db.execute("UPDATE messages SET status='interrupted' WHERE status='streaming'")
         except BaseException:
@@ -187,7 +94,7 @@ class History:
         ).fetchone()
         if row is None:
             raise HistoryError(f"conversation {conversation_id} does not exist")
-        return _conversation(row)
+        return conversation_from_row(row)
 
     def list_conversations(self, search: str = "") -> list[Conversation]:
         """Newest first; `search` matches titles and message text (case-insensitive)."""
@@ -203,7 +110,7 @@ class History:
                 " ORDER BY updated_at DESC, id DESC",
                 (pattern,),
             )
-        return [_conversation(r) for r in rows.fetchall()]
+        return [conversation_from_row(r) for r in rows.fetchall()]
 
     def update_conversation(self, conversation_id: int, **changes: Any) -> Conversation:
         """Change title, system_prompt, preset_id or settings (a dict)."""
@@ -257,7 +164,7 @@ class History:
         row = self._db.execute("SELECT * FROM messages WHERE id=?", (message_id,)).fetchone()
         if row is None:
             raise HistoryError(f"message {message_id} does not exist")
-        return _message(row)
+        return message_from_row(row)
 
     def update_message(
         self,
@@ -299,7 +206,7 @@ class History:
             " SELECT m.* FROM messages m JOIN up ON m.id=up.id",
             (leaf,),
         ).fetchall()
-        by_id = {r["id"]: _message(r) for r in rows}
+        by_id = {r["id"]: message_from_row(r) for r in rows}
         ordered: list[Message] = []
         current = leaf
         while current is not None and current in by_id:
@@ -314,7 +221,7 @@ class History:
             "SELECT * FROM messages WHERE conversation_id=? AND parent_id IS ? ORDER BY id",
             (msg.conversation_id, msg.parent_id),
         ).fetchall()
-        return [_message(r) for r in rows]
+        return [message_from_row(r) for r in rows]
 
     def select_branch(self, message_id: int) -> None:
         """Show the branch through message_id, down to its newest descendant."""
@@ -376,61 +283,4 @@ class History:
             self._db.execute("DELETE FROM presets WHERE id=?", (preset_id,))
 
 
-def _connect(path: Path) -> sqlite3.Connection:
-    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    db.isolation_level = "DEFERRED"  # `with db:` wraps each write in one transaction
-    db.row_factory = sqlite3.Row
-    db.execute("PRAGMA journal_mode=WAL")
-    db.execute("PRAGMA synchronous=FULL")  # a commit the user saw survives a crash or power loss
-    db.execute("PRAGMA foreign_keys=ON")
-    db.execute("PRAGMA busy_timeout=2000")
-    return db
-
-
-def _connect_checked(path: Path) -> tuple[sqlite3.Connection, str]:
-    """Open path; if SQLite finds it corrupt, move it (and its WAL) aside and start fresh."""
-    reason = ""
-    if path.exists():
-        try:
-            db = _connect(path)
-            result = str(db.execute("PRAGMA quick_check").fetchone()[0])
-            if result == "ok":
-                return db, ""
-            db.close()
-            reason = result.splitlines()[0]
-        except sqlite3.DatabaseError as exc:
-            reason = str(exc)
-        aside = path.with_name(
-            f"{path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
-        )
-        for suffix in ("", "-wal", "-shm"):
-            part = Path(str(path) + suffix)
-            if part.exists():
-                os.replace(part, Path(str(aside) + suffix))
-        notice = f"history database {path} was unreadable ({reason}); moved it to {aside} and started a new one"
-        return _connect(path), notice
-    return _connect(path), ""
-
-
-def _migrate(db: sqlite3.Connection, path: Path) -> None:
-    db.execute(
-        "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
-    )
-    done = {r[0] for r in db.execute("SELECT name FROM migrations").fetchall()}
-    known = {name for name, _ in MIGRATIONS}
-    if done - known:
-        newer = ", ".join(sorted(done - known))
-        raise HistoryError(f"{path}: made by a newer Ember (migrations {newer}); upgrade Ember")
-    for name, apply in MIGRATIONS:
-        if name in done:
-            continue
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            apply(db)
-            db.execute(
-                "INSERT INTO migrations (name, applied_at) VALUES (?, ?)", (name, time.time())
-            )
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
+__all__ = ["MIGRATIONS", "Conversation", "History", "Message", "MessageStatus", "Preset"]
