@@ -1,4 +1,10 @@
-"""The history's records: conversations, messages and presets, built from database rows."""
+"""The history's records: conversations, messages and presets, built from database rows.
+
+A row that another program, a bad disk or an old bug left broken (text that is not UTF-8, a
+settings or stats column that is not a JSON object, a timestamp that is not a number) still
+becomes a record: the broken parts are replaced (U+FFFD, {}, 0) and `damaged` says which they
+were, so the app can show the row as damaged instead of failing to open the history.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,8 @@ import json
 import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
+
+from ember.text import clean
 
 MessageStatus = str  # complete | streaming | stopped | interrupted | error
 
@@ -22,6 +30,7 @@ class Conversation:
     system_prompt: str
     preset_id: int | None
     settings: dict[str, Any] = field(default_factory=dict)
+    damaged: str = ""  # which fields of the row were broken ("" when none)
 
 
 @dataclass(frozen=True)
@@ -36,6 +45,7 @@ class Message:
     status: MessageStatus
     created_at: float
     stats: dict[str, Any] = field(default_factory=dict)
+    damaged: str = ""  # which fields of the row were broken ("" when none)
 
 
 @dataclass(frozen=True)
@@ -48,14 +58,59 @@ class Preset:
 
 
 def conversation_from_row(row: sqlite3.Row) -> Conversation:
+    fields = _Fields(row)
     return Conversation(
-        row["id"], row["title"], row["created_at"], row["updated_at"], row["leaf_id"],
-        row["system_prompt"], row["preset_id"], json.loads(row["settings_json"]),
+        row["id"], fields.text("title"), fields.number("created_at"), fields.number("updated_at"),
+        row["leaf_id"], fields.text("system_prompt"), row["preset_id"],
+        fields.json_object("settings_json"), fields.damaged,
     )  # fmt: skip
 
 
 def message_from_row(row: sqlite3.Row) -> Message:
+    fields = _Fields(row)
     return Message(
-        row["id"], row["conversation_id"], row["parent_id"], row["role"], row["content"],
-        row["status"], row["created_at"], json.loads(row["stats_json"]),
+        row["id"], row["conversation_id"], row["parent_id"], fields.text("role"),
+        fields.text("content"), fields.text("status"), fields.number("created_at"),
+        fields.json_object("stats_json"), fields.damaged,
     )  # fmt: skip
+
+
+class _Fields:
+    """Reads a row's columns leniently, noting each one that had to be repaired."""
+
+    def __init__(self, row: sqlite3.Row) -> None:
+        self.row = row
+        self.broken: list[str] = []
+
+    @property
+    def damaged(self) -> str:
+        return ", ".join(self.broken)
+
+    def text(self, column: str) -> str:
+        value = self.row[column]
+        if isinstance(value, bytes):  # a BLOB where text belongs
+            value = value.decode("utf-8", "surrogateescape")
+        if not isinstance(value, str):
+            self.broken.append(f"{column}: not text")
+            return "" if value is None else str(value)
+        cleaned = clean(value)  # invalid UTF-8 bytes were read as lone surrogates
+        if cleaned != value:
+            self.broken.append(f"{column}: invalid UTF-8")
+        return cleaned
+
+    def number(self, column: str) -> float:
+        value = self.row[column]
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        self.broken.append(f"{column}: not a number")
+        return 0.0
+
+    def json_object(self, column: str) -> dict[str, Any]:
+        try:
+            value = json.loads(self.text(column))
+        except ValueError:
+            value = None
+        if isinstance(value, dict):
+            return value
+        self.broken.append(f"{column}: not a JSON object")
+        return {}
