@@ -20,6 +20,7 @@ from ember.app.server.schema import ParsedRequest, RequestInvalid, parse_chat, p
 from ember.app.server.security import Guard
 from ember.engine.api import Backend, Finished, RequestHandle, TextDelta
 from ember.errors import EmberError
+from ember.text import clean
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -33,7 +34,8 @@ def _error(status: int, message: str, param: str | None = None) -> Response:
     from starlette.responses import JSONResponse
 
     kind = "invalid_request_error" if status < 500 else "server_error"
-    body = {"error": {"message": message, "type": kind, "param": param, "code": status}}
+    # a message can echo the client's own text: lone surrogates would make the reply unencodable
+    body = {"error": {"message": clean(message), "type": kind, "param": param, "code": status}}
     return JSONResponse(body, status_code=status)
 
 

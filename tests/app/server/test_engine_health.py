@@ -11,6 +11,8 @@ import pytest
 from ember.app.server.pool import ModelPool
 from ember.app.server.security import Guard
 from ember.engine.engine_thread import EngineThread
+from ember.models.errors import RegistryError
+from ember.models.registry.registry import _unknown_message
 from tests.app.server.server_harness import running_server
 from tests.engine.helpers import make_engine
 
@@ -23,6 +25,8 @@ def engines() -> dict[str, EngineThread]:
 @pytest.fixture
 def server(engines: dict[str, EngineThread]) -> Iterator[str]:
     def load(name: str) -> EngineThread:
+        if name != "fake":  # what the registry says about a name it does not know
+            raise RegistryError(_unknown_message(name))
         engines[name] = EngineThread(make_engine(window=0))
         return engines[name]
 
@@ -51,6 +55,12 @@ def test_lone_surrogates_and_private_use_text_are_answered(server: str) -> None:
         reply = _chat(server, body)
         assert reply.status_code == 200, reply.text
     assert _answers(server)
+
+
+def test_an_unknown_model_named_with_a_lone_surrogate_is_a_clean_404(server: str) -> None:
+    body = b'{"model": "caf\\udce9", "messages": [{"role": "user", "content": "x"}]}'
+    reply = _chat(server, body)
+    assert reply.status_code == 404 and "caf\ufffd" in reply.json()["error"]["message"]
 
 
 def test_out_of_range_seed_is_a_422_naming_it(server: str) -> None:

@@ -16,6 +16,8 @@ from hypothesis import strategies as st
 from ember.app.server.pool import ModelPool
 from ember.app.server.security import Guard
 from ember.engine.engine_thread import EngineThread
+from ember.models.errors import RegistryError
+from ember.models.registry.registry import _unknown_message
 from tests.app.server.server_harness import running_server
 from tests.engine.helpers import make_engine
 from tests.fuzz import FUZZ, nasty_text
@@ -44,7 +46,7 @@ def _edges(*values: Any) -> st.SearchStrategy[Any]:
 
 
 PLAUSIBLE = {
-    "model": _edges("fake", "nope", "", "x" * 600, "http://127.0.0.1:1/v1", "/etc/passwd"),
+    "model": _edges("fake", "nope", "", "x" * 600, "caf\udce9", "\x1b[2J"),
     "temperature": _edges(-0.1, 0.0, 2.0, 2.1, float("nan"), float("inf")) | st.floats(0, 2),
     "top_p": _edges(0.0, 1e-9, 1.0, 1.1, float("nan")),
     "top_k": _edges(-1, 0, 1, 1 << 20, (1 << 20) + 1),
@@ -86,8 +88,13 @@ def http() -> Iterator[httpx.Client]:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
+    def load(name: str) -> EngineThread:
+        if name != "fake":  # what the registry says about a name it does not know
+            raise RegistryError(_unknown_message(name))
+        return EngineThread(make_engine(window=0))
+
     pool = ModelPool(
-        lambda name: EngineThread(make_engine(window=0)),
+        load,
         lambda: ["fake"],
         default_model="fake",
         max_tokens_cap=16,
