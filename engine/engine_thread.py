@@ -80,8 +80,14 @@ class EngineThread:
         return handle
 
     def count_tokens(self, request: GenerationRequest) -> int:
-        """Prompt tokens of a request (tokenized on the engine thread)."""
-        return int(self.call(lambda engine: engine.count_tokens(request)))
+        """Prompt tokens of a request (tokenized on the engine thread); EngineError on failure."""
+        try:
+            return int(self.call(lambda engine: engine.count_tokens(request)))
+        except EmberError:
+            raise
+        except Exception as exc:  # the same isolation as submit: one line, the engine goes on
+            log.exception("counting tokens failed")
+            raise EngineError(f"counting tokens failed: {describe(exc)}") from exc
 
     def call(self, fn: Callable[[Engine], Any]) -> Any:
         """Run fn(engine) on the engine thread between steps and return its result."""

@@ -89,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
     from ember.app.commands._input_text import argument_text, stdin_text
     from ember.engine.api import Finished, TextDelta, load_engine
     from ember.engine.errors import EngineError
+    from ember.text import visible
 
     prompt = argument_text(args.prompt, "prompt") if args.prompt is not None else stdin_text()
     if args.system is not None:
@@ -100,10 +101,13 @@ def run(args: argparse.Namespace) -> int:
     final: Finished | None = None
     try:
         handle = backend.submit(request)
+        # on a terminal a reply cannot act on it (escape sequences shown, not run); piped, it is
+        # written byte for byte
+        shown = visible if sys.stdout.isatty() else str
         try:
             for event in handle:
                 if isinstance(event, TextDelta):
-                    sys.stdout.write(event.text)
+                    sys.stdout.write(shown(event.text))
                     sys.stdout.flush()
                 else:
                     final = event

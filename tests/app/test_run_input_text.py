@@ -61,3 +61,31 @@ def test_a_refused_request_exits_non_zero_with_one_line(ember_home: Path) -> Non
     assert proc.stderr.decode().splitlines() == [
         "ember: error: sampling seed=-1: must be in [0, 2**64)"
     ]
+
+
+def test_a_reply_on_a_terminal_shows_control_characters_inert(ember_home: Path) -> None:
+    import pty
+
+    argv = [sys.executable, "-m", "ember", "run", "fake", "hello", "--runner", "fake", "--raw"]
+    argv += ["--temperature", "0.9", "--seed", "3", "--max-tokens", "300"]
+    env = {**os.environ, "EMBER_HOME": str(ember_home)}
+    piped = subprocess.run(argv, capture_output=True, env=env, cwd=REPO, timeout=120).stdout
+    controls = {b for b in piped if b < 32 and b not in (9, 10, 13)}
+    assert controls  # this seed makes the fake model emit control bytes
+
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(argv, stdout=follower, stderr=subprocess.DEVNULL, env=env, cwd=REPO)
+    os.close(follower)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(leader)
+    assert proc.wait(timeout=120) == 0
+    assert not {b for b in shown if b < 32 and b not in (9, 10, 13)}  # pictures instead
+    assert "\u2403".encode() in shown or "\u2406".encode() in shown  # e.g. ␃ or ␆

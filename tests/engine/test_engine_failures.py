@@ -218,3 +218,19 @@ def test_closed_backend_refuses_at_once() -> None:
 
 def _raise(exc: BaseException) -> None:
     raise exc
+
+
+def test_count_tokens_turns_an_unexpected_failure_into_one_line() -> None:
+    runner = FakeRunner()
+
+    def chat(messages: Any) -> list[int]:
+        raise StopIteration
+
+    backend = _serve(Engine(runner, make_engine().options, chat=chat))
+    try:
+        with pytest.raises(EngineError, match="^counting tokens failed: StopIteration$"):
+            backend.count_tokens(GenerationRequest(messages=(ChatMessage("user", "x"),)))
+        assert backend.count_tokens(GenerationRequest(prompt="abc")) == 4
+        assert backend.health().ok
+    finally:
+        backend.close()
