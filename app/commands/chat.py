@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
+
+if TYPE_CHECKING:
+    from ember.app.config import Paths, Settings
+    from ember.app.history.store import History
+    from ember.tui.app import EmberApp
 
 NAME = "chat"
 HELP = "open the chat app (the default when no command is given)"
@@ -72,7 +77,7 @@ def _fail(exc: BaseException | None, log: Path) -> NoReturn:
     raise EmberError(f"the chat app stopped on {reason} (details in {log})")
 
 
-def _build_app(fake: bool, settings, history, paths):  # type: ignore[no-untyped-def]
+def _build_app(fake: bool, settings: Settings, history: History, paths: Paths) -> EmberApp:
     from ember.tui.app import EmberApp
 
     if fake:
