@@ -22,6 +22,7 @@ from ember.engine.api import (
     FinishReason,
     GenerationRequest,
     Health,
+    ModelFiles,
     Stats,
 )
 from ember.engine.engine import Engine
@@ -253,6 +254,8 @@ def _failed(reason: FinishReason, error: str) -> Finished:
     return Finished(reason=reason, text="", token_ids=(), stats=Stats(), error=error)
 
 
-def start_engine_thread(options: EngineOptions) -> EngineThread:
+def start_engine_thread(
+    options: EngineOptions, model: ModelFiles | None, *, draft_model: ModelFiles | None = None
+) -> EngineThread:
     """Load the model on the calling thread (errors raise here), then hand it to its thread."""
-    return EngineThread(Engine.load(options))
+    return EngineThread(Engine.load(options, model, draft_model=draft_model))

@@ -37,9 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def describe(ref: str, *, digest: bool = True) -> dict[str, Any]:
     """Everything `ember show` prints about a model, as a JSON-ready dict (digest=False: no
     sha256 unless the registry already knows it; hashing a large file takes a while)."""
-    from ember.models.registry.registry import Registry
+    from ember.app.loading import open_registry
 
-    registry = Registry()
+    registry = open_registry()
     resolved = registry.resolve(ref)
     out: dict[str, Any] = {"name": resolved.name, "format": resolved.format}
     if resolved.format == "remote":
@@ -113,8 +113,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _digest(ref: str) -> str:
-    from ember.models.registry.registry import Registry
+    from ember.app.loading import open_registry
 
-    registry = Registry()
+    registry = open_registry()
     resolved = registry.resolve(ref)
     return registry.digest(resolved.path, resolved.format)

@@ -59,7 +59,7 @@ def test_a_refused_request_exits_non_zero_with_one_line(ember_home: Path) -> Non
     proc = _ember("run", "fake", "hi", *FAKE, "--seed", "-1", home=ember_home)
     assert proc.returncode == 1
     assert proc.stderr.decode().splitlines() == [
-        "ember: error: sampling seed=-1: must be in [0, 2**64)"
+        "ember: error: --seed -1: must be between 0 and 18446744073709551615"
     ]
 
 
