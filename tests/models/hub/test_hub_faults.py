@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
+from ember.app.loading import open_registry
 from ember.models.errors import DownloadError
 from ember.models.hub.plan import repo_folder
 from ember.models.hub.pull import Puller
-from ember.models.registry.registry import Registry
 from tests.models.files.tiny_gguf import write_tiny_gguf, write_tiny_safetensors
 from tests.models.hub.hub_server import Fault, HubServer, use_hub
 
@@ -100,7 +100,7 @@ FAULTS: dict[str, tuple[Callable[[HubServer], None], str]] = {
 
 
 def _pull(ref: str = REPO) -> Puller:
-    puller = Puller()
+    puller = Puller(open_registry())
     puller.downloader.backoff_s = 0.0
     puller.downloader.timeout_s = 5.0
     puller.pull(ref)
@@ -108,7 +108,7 @@ def _pull(ref: str = REPO) -> Puller:
 
 
 def _nothing_left(repo: str = REPO) -> None:
-    registry = Registry()
+    registry = open_registry()
     assert registry.list_models() == [] or all(
         r.source_repo != repo for r in registry.list_models()
     )
@@ -127,7 +127,7 @@ def test_each_fault_is_one_line_and_leaves_nothing(hub: HubServer, name: str) ->
     assert expected in message and "\n" not in message
     _nothing_left()
     if name == "portal instead of the file":  # nothing of the page was kept to "resume"
-        assert not any(repo_folder(Registry().models_dir, REPO).glob("*.part"))
+        assert not any(repo_folder(open_registry().models_dir, REPO).glob("*.part"))
 
 
 def test_a_file_name_too_long_for_the_disk_is_refused(hub: HubServer, tmp_path: Path) -> None:
@@ -145,7 +145,7 @@ def test_config_in_invalid_utf8_is_refused(hub: HubServer, tmp_path: Path) -> No
     hub.add_repo("org/st", files)
     with pytest.raises(DownloadError, match=r"org/st/config.json: not valid UTF-8 \(byte 0xff"):
         _pull("org/st")
-    assert Registry().list_models() == []
+    assert open_registry().list_models() == []
 
 
 def test_the_cli_prints_one_line_and_exits_1(hub: HubServer, ember_home: Path) -> None:
