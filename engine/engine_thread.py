@@ -187,8 +187,8 @@ class EngineThread:
             try:
                 self.engine.add_request(request, handle.push)
                 self._handles[request.request_id] = handle
-            except EmberError as exc:
-                handle.push(_failed("error", str(exc)))
+            except EmberError as exc:  # the request is wrong (template refused, bad grammar)
+                handle.push(_failed("error", str(exc), refused=True))
             except Exception as exc:  # a bug on this request's path ends this request only
                 log.exception("request %d refused", request.request_id)
                 handle.push(_failed("error", f"request failed: {describe(exc)}"))
@@ -250,8 +250,10 @@ def _refuse(kind: str, payload: Any, reason: FinishReason, error: str) -> None:
         payload[1].set_exception(EngineError(error))
 
 
-def _failed(reason: FinishReason, error: str) -> Finished:
-    return Finished(reason=reason, text="", token_ids=(), stats=Stats(), error=error)
+def _failed(reason: FinishReason, error: str, refused: bool = False) -> Finished:
+    return Finished(
+        reason=reason, text="", token_ids=(), stats=Stats(), error=error, refused=refused
+    )
 
 
 def start_engine_thread(

@@ -32,11 +32,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "model", help="a registry name or alias, a .gguf file or a safetensors folder"
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+    parser.add_argument(
+        "--no-digest",
+        action="store_true",
+        help="skip the SHA-256 (hashing a large unregistered file reads all of it)",
+    )
 
 
-def describe(ref: str, *, digest: bool = True) -> dict[str, Any]:
-    """Everything `ember show` prints about a model, as a JSON-ready dict (digest=False: no
-    sha256 unless the registry already knows it; hashing a large file takes a while)."""
+def describe(ref: str, digest: bool = True) -> dict[str, Any]:
+    """Everything `ember show` prints about a model, as a JSON-ready dict (digest=False leaves
+    out a SHA-256 that is not already known, which would mean reading the whole file)."""
     from ember.app.loading import open_registry
 
     registry = open_registry()
@@ -97,16 +102,18 @@ def run(args: argparse.Namespace) -> int:
     from ember.app.commands._model_format import print_json, say
 
     if args.json:
-        print_json(describe(args.model))
+        print_json(describe(args.model, digest=not args.no_digest))
         return 0
+    # Text: everything else first, the digest last, so a large file's hashing keeps nothing
+    # from the screen while it reads.
     details = describe(args.model, digest=False)
-    pending = "sha256" not in details and details.get("format") != "remote"
+    pending = "sha256" not in details and not args.no_digest and details.get("format") != "remote"
     keys = [k for k in _LABELS if k in details] + [k for k in details if k not in _LABELS]
     width = max(len(_LABELS.get(k, k.replace("_", " "))) for k in [*keys, "sha256"])
     for key in keys:
         label = _LABELS.get(key, key.replace("_", " "))
         say(f"{label.ljust(width)}  {_text(details[key], key)}")
-    if pending:  # everything else is on screen while a large file is hashed
+    if pending:
         print(f"{'sha256'.ljust(width)}  ", end="", flush=True)
         print(_digest(args.model), flush=True)
     return 0

@@ -60,7 +60,8 @@ def test_lone_surrogates_and_private_use_text_are_answered(server: str) -> None:
 def test_an_unknown_model_named_with_a_lone_surrogate_is_a_clean_404(server: str) -> None:
     body = b'{"model": "caf\\udce9", "messages": [{"role": "user", "content": "x"}]}'
     reply = _chat(server, body)
-    assert reply.status_code == 404 and "caf\ufffd" in reply.json()["error"]["message"]
+    # the one unknown-model message names it as repr() writes it (escaped, encodable)
+    assert reply.status_code == 404 and "caf\\udce9" in reply.json()["error"]["message"]
 
 
 def test_out_of_range_seed_is_a_422_naming_it(server: str) -> None:
@@ -95,3 +96,10 @@ def test_health_reports_a_dead_engine_and_requests_fail_fast(
     threading.Thread(target=later, daemon=True).start()
     assert done.wait(timeout=20), "a request to a dead engine hung"
     assert result[0].status_code == 500
+
+
+def test_an_error_that_echoes_a_lone_surrogate_still_encodes() -> None:
+    from ember.app.server.io import error_response
+
+    reply = error_response(404, "model caf\udce9 is unknown")
+    assert reply.status_code == 404 and "caf\ufffd" in reply.body.decode()
