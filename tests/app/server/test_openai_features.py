@@ -203,6 +203,9 @@ def test_reasoning_content_is_split_off(server: str) -> None:
         ({"tool_choice": "required"}, "tool_choice"),
         ({"chat_template_kwargs": {"messages": []}}, "chat_template_kwargs"),
         ({"seed": -1}, "seed"),
+        ({"ignore_eos": "yes"}, "ignore_eos"),
+        ({"stop_token_ids": [-1]}, "stop_token_ids"),
+        ({"repeat_penalty": 1.1, "repetition_penalty": 1.2}, "repetition_penalty"),
         (
             {"messages": [{"role": "tool", "content": "x", "tool_call_id": 5}]},
             "messages[0].tool_call_id",
@@ -216,6 +219,16 @@ def test_unserved_fields_are_422_naming_them(
     reply = httpx.post(f"{server}/v1/chat/completions", json=body, timeout=30)
     assert reply.status_code == 422, reply.text
     assert reply.json()["error"]["param"] == param
+
+
+def test_engine_sampling_extensions_are_served(server: str) -> None:
+    """ignore_eos, stop_token_ids and vLLM's repetition_penalty (what engine/remote sends)."""
+    body = {"model": "fake", "messages": ASK, "max_tokens": 7, "ignore_eos": True}
+    body |= {"stop_token_ids": [], "repetition_penalty": 1.1}
+    reply = httpx.post(f"{server}/v1/chat/completions", json=body, timeout=30)
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["usage"]["completion_tokens"] == 7
+    assert reply.json()["choices"][0]["finish_reason"] == "length"
 
 
 def test_template_refusal_is_422_not_500(server: str) -> None:
