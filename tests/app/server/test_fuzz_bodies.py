@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ember.app.server.pool import ModelPool
@@ -142,4 +142,67 @@ def test_the_engine_still_answers_after_the_fuzz(http: httpx.Client, server: str
     body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
     ok = _post(http, server, body)
     assert ok.status_code == 200 and ok.json()["usage"]["completion_tokens"] == 2
+    _healthy(http, server)
+
+
+# The Ollama API on the same server: the same promise (a reply or a 4xx with one line).
+OLLAMA_PLAUSIBLE = {
+    "model": _edges("fake", "nope", "", "caf\udce9", "\x1b[2J", None),
+    "stream": _edges(False, False, True, "no", None),
+    "keep_alive": _edges(-1, 0, "5m", "1h", "nope", 1e300, float("nan")),
+    "format": _edges("json", "", {"type": "object"}, {"type": 3}, []),
+    "options": st.fixed_dictionaries(
+        {},
+        optional={
+            "num_predict": _edges(-1, 0, 1, 16, 10**12),
+            "temperature": _edges(-1.0, 0.0, 2.0, float("nan")),
+            "seed": _edges(-1, 0, (1 << 64) - 1, 1 << 64),
+            "top_k": _edges(-1, 0, 40),
+            "stop": st.lists(nasty_text, max_size=3),
+        },
+    )
+    | st.dictionaries(nasty_text, scalars, min_size=1, max_size=2),  # unknown options, odd names
+    "think": _edges(True, False, "x"),
+    "raw": _edges(True, False),
+    "system": nasty_text,
+}
+ollama_fields = st.lists(
+    st.sampled_from(sorted(OLLAMA_PLAUSIBLE)).flatmap(
+        lambda name: st.tuples(st.just(name), st.one_of(OLLAMA_PLAUSIBLE[name], json_values))
+    ),
+    max_size=3,
+)  # fmt: skip
+ollama_bodies = st.one_of(
+    st.builds(
+        lambda messages, fields: {"model": "fake", "stream": False, "messages": messages, **dict(fields)},
+        st.one_of(st.lists(valid_message, min_size=1, max_size=2), st.lists(odd_message, max_size=2)),
+        ollama_fields,
+    ),
+    st.builds(
+        lambda prompt, fields: {"model": "fake", "stream": False, "prompt": prompt, **dict(fields)},
+        st.one_of(nasty_text, json_values),
+        ollama_fields,
+    ),
+    json_values,
+)  # fmt: skip
+
+
+def _check_ollama(reply: httpx.Response) -> None:
+    assert reply.status_code < 500, reply.text
+    if reply.status_code >= 400:
+        error = reply.json()["error"]
+        assert isinstance(error, str) and error and "\n" not in error
+    elif "ndjson" in reply.headers.get("content-type", ""):
+        lines = [json.loads(line) for line in reply.text.splitlines()]
+        assert lines and (lines[-1].get("done") or "error" in lines[-1])
+    else:
+        assert reply.json()["done"] is True
+
+
+@settings(FUZZ, max_examples=40)
+@given(body=ollama_bodies)
+@example(body={"model": "fake", "stream": False, "prompt": "x", "options": {"\x1b[2J\n": 1}})
+def test_ollama_bodies(http: httpx.Client, server: str, body: Any) -> None:
+    path = "/api/chat" if isinstance(body, dict) and "messages" in body else "/api/generate"
+    _check_ollama(_post(http, server, body, path))
     _healthy(http, server)
