@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.app import App
 
 from ember.app.cli import main
 from ember.app.config import get_paths
@@ -19,7 +20,7 @@ def test_an_exception_inside_the_app_exits_1_with_one_line(
         raise RuntimeError("drawing the chat failed")
 
     def headless_run(self: EmberApp, *args: Any, **kwargs: Any) -> Any:
-        return EmberApp.__mro__[1].run(self, headless=True)  # App.run, with no terminal
+        return App.run(self, headless=True)  # Textual's own run, with no terminal
 
     monkeypatch.setattr(EmberApp, "on_mount", broken_mount)
     monkeypatch.setattr(EmberApp, "run", headless_run)
@@ -39,7 +40,5 @@ def test_a_clean_quit_exits_0(monkeypatch: pytest.MonkeyPatch) -> None:
         self.exit()
 
     monkeypatch.setattr(EmberApp, "on_mount", quit_on_mount)
-    monkeypatch.setattr(
-        EmberApp, "run", lambda self, *a, **k: EmberApp.__mro__[1].run(self, headless=True)
-    )
+    monkeypatch.setattr(EmberApp, "run", lambda self, *a, **k: App.run(self, headless=True))
     assert main(["chat", "--fake"]) == 0

@@ -174,7 +174,12 @@ def test_a_parent_loop_ends_the_branch_instead_of_hanging(tmp_path: Path) -> Non
     assert result, "path() hung on a parent_id loop"
     assert result[0][0] == "parent_id: a loop" and len(result[0]) == 3
     done = threading.Event()
-    threading.Thread(target=lambda: (h.select_branch(ids[0]), done.set()), daemon=True).start()
+
+    def select() -> None:
+        h.select_branch(ids[0])
+        done.set()
+
+    threading.Thread(target=select, daemon=True).start()
     assert done.wait(timeout=30), "select_branch() hung on a parent_id loop"
     h.close()
 

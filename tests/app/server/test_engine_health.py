@@ -102,4 +102,4 @@ def test_an_error_that_echoes_a_lone_surrogate_still_encodes() -> None:
     from ember.app.server.io import error_response
 
     reply = error_response(404, "model caf\udce9 is unknown")
-    assert reply.status_code == 404 and "caf\ufffd" in reply.body.decode()
+    assert reply.status_code == 404 and "caf\ufffd" in bytes(reply.body).decode()
