@@ -1,7 +1,7 @@
 """One benchmark run in a fresh process (bench.py starts these): load, prefill a fixed prompt of
 random token ids, greedy-decode, report times and memory as one JSON line on stdout.
 
-Runners: "torch" (Ember's torch runner), "llama.cpp runner" (Ember's llama.cpp runner, driven
+Runners: "torch" (Ember's torch runner; "torch kernels": its fallback without native kernels), "llama.cpp runner" (Ember's llama.cpp runner, driven
 through the same Runner calls), "llama.cpp" (raw llama-cpp-python: `Llama.eval` and its logits,
 the reference loop). Each reports its runtime's baseline RSS (right after importing torch or
 llama_cpp), so peak - baseline is what the model itself costs.
@@ -64,6 +64,18 @@ def run_torch(
     return _drive(TorchRunner.load(path, opts, digest=digest), p, d, t0)
 
 
+def run_torch_kernels(
+    path: str, threads: int, p: int, d: int, t0: float, cache: tuple[str, str]
+) -> Timings:
+    """The fallback where no C compiler builds the native kernels: torch's own kernels over
+    the packed weights (converted once into the packed cache)."""
+    from ember.engine.runners.torch.runner import TorchOptions, TorchRunner
+
+    packed_dir, digest = cache
+    opts = TorchOptions(device="cpu", threads=threads, packed_cache_dir=packed_dir, kernels="torch")
+    return _drive(TorchRunner.load(path, opts, digest=digest), p, d, t0)
+
+
 def run_llamacpp_runner(
     path: str, threads: int, p: int, d: int, t0: float, cache: tuple[str, str]
 ) -> Timings:
@@ -99,6 +111,7 @@ def run_llamacpp_raw(
 RUNS = {
     "torch": run_torch,
     "torch, 1st run": run_torch,
+    "torch kernels": run_torch_kernels,
     "llama.cpp runner": run_llamacpp_runner,
     "llama.cpp": run_llamacpp_raw,
 }
