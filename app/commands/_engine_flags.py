@@ -51,6 +51,12 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--draft-tokens", type=int, metavar="K", help="most tokens drafted per step (default 4)"
     )
+    parser.add_argument(
+        "--chat-format",
+        choices=("auto", "template", "scaffold"),
+        help="how chats are rendered: the model's template, the base-model scaffold, or auto "
+        "(scaffold for pretrained models)",
+    )
 
 
 def engine_options(args: argparse.Namespace, **overrides: Any) -> Any:
@@ -85,6 +91,7 @@ def engine_options(args: argparse.Namespace, **overrides: Any) -> Any:
         "draft": pick("draft", settings.draft),
         "draft_tokens": pick("draft_tokens", settings.draft_tokens),
         "remote_url": remote_url,
+        "chat_format": pick("chat_format", settings.chat_format),
     }
     options.update(overrides)
     return EngineOptions(**options)

@@ -39,6 +39,7 @@ def _registered_names() -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ember.app.config import load_settings
     from ember.app.errors import ConfigError
     from ember.app.server.app import create_app
     from ember.app.server.pool import ModelPool
@@ -52,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
     if not 0 < args.port < 65536:
         raise ConfigError(f"--port {args.port}: must be between 1 and 65535")
 
+    chat_format = load_settings().chat_format
+
     def load(name: str):  # type: ignore[no-untyped-def]
         return load_engine(
             EngineOptions(
@@ -60,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
                 device=args.device,
                 threads=args.threads,
                 ctx=args.ctx,
+                chat_format=chat_format,
             )
         )
 

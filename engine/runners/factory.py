@@ -96,21 +96,13 @@ def model_format_is_not_gguf(resolved: Any) -> bool:
     return str(getattr(resolved, "format", "gguf")) != "gguf"
 
 
-def chat_renderer(resolved: Any, tokenizer: Any) -> Any:
-    """A messages -> prompt ids function from the model's own chat template (None if absent)."""
-    try:
-        from ember.models.text.templates.chat_template import ChatTemplate
-    except ImportError:
-        return None
-    path = Path(resolved.path)
-    is_gguf = str(getattr(resolved, "format", "gguf")) == "gguf"
-    template = ChatTemplate.from_gguf(path) if is_gguf else ChatTemplate.from_hf(path)
+def chat_renderer(resolved: Any, tokenizer: Any, choice: str = "auto") -> Any:
+    """The model's ChatFormat: its template, or the base-model scaffold (choice forces one)."""
+    from ember.models.text.chat_format import load_chat_format
 
-    def render(messages: Any) -> list[int]:
-        dicts = [{"role": m.role, "content": m.content} for m in messages]
-        return list(template.render_ids(tokenizer, dicts))
-
-    return render
+    model_format = str(getattr(resolved, "format", "gguf"))
+    names = [str(getattr(resolved, "name", ""))]
+    return load_chat_format(Path(resolved.path), model_format, tokenizer, choice, names)
 
 
 def load_parts(options: EngineOptions) -> tuple[Runner, Any, str]:
@@ -123,7 +115,7 @@ def load_parts(options: EngineOptions) -> tuple[Runner, Any, str]:
     resolved = resolve(options.model)
     runner = create_runner(options, resolved)
     try:
-        chat = chat_renderer(resolved, runner.tokenizer)
+        chat = chat_renderer(resolved, runner.tokenizer, options.chat_format)
     except Exception:
         runner.close()
         raise
