@@ -18,6 +18,21 @@ from ember.app.errors import ConfigError
 APP_NAME = "ember"
 RUNNERS = ("auto", "torch", "llama.cpp")
 DEVICES = ("auto", "cpu", "cuda", "mps")
+CHAT_FORMATS = ("auto", "template", "scaffold")
+DEFAULT_DRY_BREAKERS = '["\\n", ":", "\\"", "*"]'
+
+
+def parse_breakers(text: str, source: str = "dry_sequence_breakers") -> tuple[str, ...]:
+    """A JSON list of non-empty strings (the DRY sequence breakers) -> a tuple."""
+    import json
+
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{source}={text!r}: not a JSON list ({exc.msg})") from None
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ConfigError(f"{source}={text!r}: must be a JSON list of non-empty strings")
+    return tuple(value)
 
 
 @dataclass(frozen=True)
@@ -89,6 +104,14 @@ class Settings:
     min_p: float = 0.05
     repeat_penalty: float = 1.0
     max_tokens: int = 1024
+    chat_format: str = "auto"  # auto | template | scaffold (base-model chat; README)
+    # DRY repetition penalty and the loop detector (README "Repetition"); 0 = off
+    dry_multiplier: float = 0.8
+    dry_base: float = 1.75
+    dry_allowed_length: int = 2
+    dry_penalty_last_n: int = -1  # -1 = the whole context
+    dry_sequence_breakers: str = DEFAULT_DRY_BREAKERS  # a JSON list of strings
+    loop_min_tokens: int = 64
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -103,6 +126,11 @@ class Settings:
             ("ctx", 16 <= self.ctx <= 1 << 20, "must be between 16 and 1048576"),
             ("sink", 0 <= self.sink <= 1024, "must be between 0 and 1024"),
             ("window", -1 <= self.window <= 1 << 20, "must be -1 (auto), 0 (off) or a token count"),
+            (
+                "chat_format",
+                self.chat_format in CHAT_FORMATS,
+                f"must be one of {', '.join(CHAT_FORMATS)}",
+            ),
             ("draft_tokens", 1 <= self.draft_tokens <= 32, "must be between 1 and 32"),
             ("temperature", 0.0 <= self.temperature <= 10.0, "must be between 0 and 10"),
             ("top_k", 0 <= self.top_k <= 1 << 20, "must be >= 0"),
@@ -110,10 +138,16 @@ class Settings:
             ("min_p", 0.0 <= self.min_p < 1.0, "must be in [0, 1)"),
             ("repeat_penalty", 0.0 < self.repeat_penalty <= 10.0, "must be in (0, 10]"),
             ("max_tokens", 1 <= self.max_tokens <= 1 << 20, "must be >= 1"),
+            ("dry_multiplier", 0.0 <= self.dry_multiplier <= 100.0, "must be in [0, 100]"),
+            ("dry_base", 1.0 <= self.dry_base <= 100.0, "must be in [1, 100]"),
+            ("dry_allowed_length", 1 <= self.dry_allowed_length <= 1 << 16, "must be >= 1"),
+            ("dry_penalty_last_n", self.dry_penalty_last_n >= -1, "must be -1 (all) or >= 0"),
+            ("loop_min_tokens", 0 <= self.loop_min_tokens <= 1 << 20, "must be >= 0 (0 = off)"),
         ]
         for name, ok, reason in checks:
             if not ok:
                 raise ConfigError(f"setting {name}={getattr(self, name)!r}: {reason}")
+        parse_breakers(self.dry_sequence_breakers, "setting dry_sequence_breakers")
 
 
 _FIELD_TYPES = {f.name: f.type for f in fields(Settings) if f.name != "extra"}

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ember.engine.api import (
+    DRY_BREAKERS,
     ChatMessage,
     EngineInfo,
     EngineOptions,
@@ -25,6 +26,7 @@ from ember.engine.api import (
     GenerationRequest,
 )
 from ember.engine.block_manager import BlockManager
+from ember.engine.dry import BreakerPrecompile
 from ember.engine.errors import EngineError
 from ember.engine.request_state import RequestState
 from ember.engine.runners.base import ForwardBatch, SeqStep
@@ -81,6 +83,8 @@ class Engine:
         self.options = options
         self.tokenizer = runner.tokenizer
         self.chat = chat
+        self.chat_stop: tuple[str, ...] = tuple(getattr(chat, "stop", ()))  # ChatFormat extras
+        self.chat_lstrip = bool(getattr(chat, "lstrip_reply", False))
         self.prefix_store = prefix_store if options.prefix_cache else None
         ctx = (
             min(options.ctx, runner.info.context_limit)
@@ -118,8 +122,10 @@ class Engine:
                 "prefix_store": self.prefix_store is not None,
                 "draft": proposer is not None,
                 "batching": options.max_batch > 1,
+                "base_chat": getattr(chat, "kind", "template") == "scaffold",
             },
         )
+        self._precompile: BreakerPrecompile | None = None  # DRY breakers, started by load()
         self._states: dict[int, RequestState] = {}  # by seq_id
         self._seq_of_request: dict[int, int] = {}
 
@@ -149,9 +155,11 @@ class Engine:
         proposer = None
         try:
             proposer = create_proposer(options, runner, name)
-            return cls(
+            engine = cls(
                 runner, options, chat=chat, prefix_store=store, proposer=proposer, model_name=name
             )
+            engine._precompile = BreakerPrecompile(runner.tokenizer, DRY_BREAKERS)
+            return engine
         except Exception:
             close_proposer(proposer)
             runner.close()
@@ -182,7 +190,15 @@ class Engine:
     def add_request(self, request: GenerationRequest, on_event: EventSink) -> None:
         """Queue a request; its events go to on_event (from inside step())."""
         seq = Sequence(self.encode(request), request.sampling, request_id=request.request_id)
-        state = RequestState.create(seq, self.tokenizer, self._stop_ids(request), on_event)
+        chat = request.messages is not None
+        state = RequestState.create(
+            seq,
+            self.tokenizer,
+            self._stop_ids(request),
+            on_event,
+            extra_stop=self.chat_stop if chat else (),
+            lstrip=self.chat_lstrip and chat,
+        )
         if self.prefix_store is not None:
             self.prefix_store.restore(seq.token_ids, self.blocks, self.runner)
         self.scheduler.add(seq)
@@ -300,12 +316,14 @@ class Engine:
         # from p without d); greedy gives plain greedy's tokens.
         q_rows = draft_probs(self.scheduler.proposer, seq.seq_id) if drafts else None
         if q_rows is not None:  # sampled drafts: the min(1, p/q) rule (speculative.py)
-            return verify_sampled(rows, drafts, q_rows, seq.sampling, seq.token_ids, state.rng)
+            return verify_sampled(
+                rows, drafts, q_rows, seq.sampling, seq.token_ids, state.rng, state.dry
+            )
         samples: list[int] = []
         offset = rows.shape[0] - 1 - len(drafts)
         for i in range(len(drafts) + 1):
             history = seq.token_ids + samples
-            token = sample_token(rows[offset + i], seq.sampling, history, state.rng)
+            token = sample_token(rows[offset + i], seq.sampling, history, state.rng, state.dry)
             samples.append(token)
             if i == len(drafts) or token != drafts[i]:
                 break
@@ -340,4 +358,6 @@ class Engine:
         for state in list(self._states.values()):
             self.abort(state.seq.request_id)
         close_proposer(self.scheduler.proposer)
+        if self._precompile is not None:
+            self._precompile.stop()
         self.runner.close()

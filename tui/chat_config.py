@@ -4,11 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from ember.app.config import Settings
+from ember.app.config import Settings, parse_breakers
 from ember.app.history.store import Message
 from ember.engine.api import ChatMessage, EngineOptions, SamplingParams
 
 SAMPLING_KEYS = ("temperature", "top_k", "top_p", "min_p", "repeat_penalty", "max_tokens")
+# repetition control: from the settings for every chat (not per chat)
+REPETITION_KEYS = (
+    "dry_multiplier",
+    "dry_base",
+    "dry_allowed_length",
+    "dry_penalty_last_n",
+    "loop_min_tokens",
+)
 # statuses whose text the model sees again in later turns
 _REPLAYED = {"complete", "stopped", "interrupted"}
 
@@ -30,7 +38,9 @@ def chat_value(chat: dict[str, Any], settings: Settings, key: str) -> Any:
 def sampling_params(chat: dict[str, Any], settings: Settings) -> SamplingParams:
     """SamplingParams for a chat (EngineError names a bad value)."""
     values = {key: chat_value(chat, settings, key) for key in SAMPLING_KEYS}
-    return SamplingParams(seed=chat.get("seed"), **values)
+    values.update({key: getattr(settings, key) for key in REPETITION_KEYS})
+    breakers = parse_breakers(settings.dry_sequence_breakers)
+    return SamplingParams(seed=chat.get("seed"), dry_sequence_breakers=breakers, **values)
 
 
 def engine_options(model: str, settings: Settings) -> EngineOptions:
@@ -46,6 +56,7 @@ def engine_options(model: str, settings: Settings) -> EngineOptions:
         draft="none" if settings.draft == "auto" else settings.draft,
         draft_tokens=settings.draft_tokens,
         prefix_cache=settings.prefix_cache,
+        chat_format=settings.chat_format,
     )
 
 

@@ -44,6 +44,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--repeat-penalty", type=float, help="llama.cpp's repetition penalty (1 = off)"
     )
     parser.add_argument("--seed", type=int, help="random seed for reproducible sampling")
+    parser.add_argument(
+        "--dry-multiplier", type=float, help="DRY repetition penalty strength (0 = off)"
+    )
+    parser.add_argument("--dry-base", type=float, help="DRY growth per repeated token (>= 1)")
+    parser.add_argument(
+        "--dry-allowed-length", type=int, help="DRY: repeats up to this many tokens are free"
+    )
+    parser.add_argument(
+        "--dry-penalty-last-n", type=int, help="DRY: recent tokens searched (-1 = all, 0 = off)"
+    )
+    parser.add_argument(
+        "--dry-sequence-breakers",
+        metavar="JSON",
+        help='DRY: a JSON list of strings no repeat spans, e.g. \'["\\n", ":"]\'',
+    )
+    parser.add_argument(
+        "--loop-min-tokens",
+        type=int,
+        help="end a reply once its last N+ tokens are one cycle repeated (0 = off)",
+    )
     add_engine_flags(parser)
     parser.add_argument(
         "--json", action="store_true", help="end with one JSON line of text and stats"
@@ -51,10 +71,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _sampling(args: argparse.Namespace) -> Any:
-    from ember.app.config import load_settings
+    from ember.app.config import load_settings, parse_breakers
     from ember.engine.api import SamplingParams
 
     settings = load_settings()
+    breakers = args.dry_sequence_breakers
 
     def pick(name: str, default: Any) -> Any:
         value = getattr(args, name)
@@ -68,6 +89,15 @@ def _sampling(args: argparse.Namespace) -> Any:
         repeat_penalty=pick("repeat_penalty", settings.repeat_penalty),
         seed=args.seed,
         max_tokens=pick("max_tokens", settings.max_tokens),
+        dry_multiplier=pick("dry_multiplier", settings.dry_multiplier),
+        dry_base=pick("dry_base", settings.dry_base),
+        dry_allowed_length=pick("dry_allowed_length", settings.dry_allowed_length),
+        dry_penalty_last_n=pick("dry_penalty_last_n", settings.dry_penalty_last_n),
+        dry_sequence_breakers=parse_breakers(
+            settings.dry_sequence_breakers if breakers is None else breakers,
+            "--dry-sequence-breakers" if breakers is not None else "dry_sequence_breakers",
+        ),
+        loop_min_tokens=pick("loop_min_tokens", settings.loop_min_tokens),
     )
 
 
@@ -117,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
         stats = final.stats
         record: dict[str, Any] = {
             "text": final.text,
+            "finish_reason": final.reason,
             "token_ids": list(final.token_ids),
             "runner": stats.runner,
             "device": stats.device,

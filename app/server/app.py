@@ -26,7 +26,9 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
 
-FINISH = {"stop": "stop", "length": "length", "abort": "stop", "error": "stop"}
+# OpenAI finish_reason of each engine reason. "loop" (the loop detector cut a reply that was
+# repeating itself) is "length": the reply was cut short, the model did not end it (README).
+FINISH = {"stop": "stop", "length": "length", "loop": "length", "abort": "stop", "error": "stop"}
 
 
 def _error(status: int, message: str, param: str | None = None) -> Response:

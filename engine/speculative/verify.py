@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import numpy as np
 
 from ember.engine.api import EngineOptions, SamplingParams
+from ember.engine.dry import DryBreakers
 from ember.engine.errors import EngineError
 from ember.engine.sampling import apply_penalties, candidates
 from ember.engine.scheduler import Proposer
@@ -69,10 +70,13 @@ def close_proposer(proposer: object) -> None:
 
 # ---- the sampling distribution --------------------------------------------------------------
 def sampling_probs(
-    logits: np.ndarray, params: SamplingParams, history: Seq[int] = ()
+    logits: np.ndarray,
+    params: SamplingParams,
+    history: Seq[int] = (),
+    dry: DryBreakers | None = None,
 ) -> np.ndarray:
     """The full (vocab,) distribution sample_token draws from (float64; a point mass at T=0)."""
-    logits = apply_penalties(np.asarray(logits, dtype=np.float32), history, params)
+    logits = apply_penalties(np.asarray(logits, dtype=np.float32), history, params, dry)
     probs = np.zeros(logits.shape[0], dtype=np.float64)
     if params.temperature == 0.0:
         probs[int(np.argmax(logits))] = 1.0
@@ -108,6 +112,7 @@ def verify_sampled(
     params: SamplingParams,
     history: Seq[int],
     rng: np.random.Generator,
+    dry: DryBreakers | None = None,
 ) -> list[int]:
     """Verify drafts sampled from q; return the accepted prefix plus one target-side token.
 
@@ -124,7 +129,7 @@ def verify_sampled(
     vocab = rows.shape[1]
     out: list[int] = []
     for i, token in enumerate(drafts):
-        p = sampling_probs(rows[offset + i], params, [*history, *out])
+        p = sampling_probs(rows[offset + i], params, [*history, *out], dry)
         q = _fit(np.asarray(q_rows[i], dtype=np.float64), vocab)
         # u < p/q  <=>  u * q < p  (no division; q(d) > 0 since d was drawn from q)
         if rng.random() * q[token] < p[token]:
@@ -134,7 +139,7 @@ def verify_sampled(
         # rejection implies p(d) < q(d), so sum(residual) = sum(max(0, q - p)) > 0
         out.append(draw(residual if residual.sum() > 0 else p, rng))
         return out
-    p = sampling_probs(rows[offset + len(drafts)], params, [*history, *out])
+    p = sampling_probs(rows[offset + len(drafts)], params, [*history, *out], dry)
     out.append(draw(p, rng))
     return out
 
