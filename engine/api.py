@@ -43,7 +43,8 @@ class SamplingParams:
     dry_penalty_last_n: int = -1  # how many recent tokens DRY looks at (-1 = all, 0 = off)
     dry_sequence_breakers: tuple[str, ...] = DRY_BREAKERS  # a repeat never spans one of these
     # the loop detector (engine/loop_detector.py): end a reply whose last loop_min_tokens or
-    # more tokens are one cycle repeated at least 3 times (0 = off)
+    # more tokens are one cycle repeated at least 3 times (0 = off; ignore_eos turns it off too:
+    # such a caller asked for exactly max_tokens)
     loop_min_tokens: int = 64
     seed: int | None = None
     max_tokens: int = 256

@@ -52,7 +52,7 @@ class RequestState:
         dry = None
         if sampling.dry_multiplier > 0 and sampling.dry_sequence_breakers:
             dry = breakers_for(tokenizer, sampling.dry_sequence_breakers)
-        loop = LoopDetector(sampling.loop_min_tokens)
+        loop = LoopDetector(0 if sampling.ignore_eos else sampling.loop_min_tokens)
         return cls(seq, detok, make_generator(sampling.seed), stop_ids, on_event, loop, dry)
 
     def accept(self, token: int) -> str | None:

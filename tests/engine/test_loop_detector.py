@@ -42,3 +42,9 @@ def test_engine_ends_a_looping_reply_with_reason_loop() -> None:
         make_engine(ScriptedRunner([20, 21, 22] * 100)), GenerationRequest(prompt="q", sampling=off)
     )
     assert final.reason == "length" and len(final.token_ids) == 100
+    exact = SamplingParams(max_tokens=100, ignore_eos=True)  # asked for exactly 100 tokens
+    final = run(
+        make_engine(ScriptedRunner([20, 21, 22] * 100)),
+        GenerationRequest(prompt="q", sampling=exact),
+    )
+    assert final.reason == "length" and len(final.token_ids) == 100
