@@ -190,7 +190,8 @@ class Engine:
     def add_request(self, request: GenerationRequest, on_event: EventSink) -> None:
         """Queue a request; its events go to on_event (from inside step())."""
         seq = Sequence(self.encode(request), request.sampling, request_id=request.request_id)
-        chat = request.messages is not None
+        # the chat format's stops end its turn, like an end-of-turn token: ignore_eos skips both
+        chat = request.messages is not None and not request.sampling.ignore_eos
         state = RequestState.create(
             seq,
             self.tokenizer,
