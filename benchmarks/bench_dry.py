@@ -65,12 +65,12 @@ def sampler_rows(tok, repeats: int) -> list[dict]:  # type: ignore[no-untyped-de
 
 
 def decode_rows(model: str, runs: int, tokens: int) -> dict:
+    from ember.app.loading import resolve_files
     from ember.engine.api import EngineOptions, Finished, GenerationRequest, SamplingParams
     from ember.engine.engine import Engine
 
-    engine = Engine.load(
-        EngineOptions(model=model, runner="llama.cpp", threads=2, prefix_cache=False)
-    )
+    options = EngineOptions(model=model, runner="llama.cpp", threads=2, prefix_cache=False)
+    engine = Engine.load(options, resolve_files(model))
     prompt = (ROOT / "README.md").read_text()[:3000]
     speeds: dict[str, list[float]] = {"off": [], "on": []}
     try:

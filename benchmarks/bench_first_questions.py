@@ -27,7 +27,11 @@ import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ember.engine.api import SamplingParams
+    from ember.engine.engine import Engine
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -91,31 +95,20 @@ def _starter() -> str:
     return str(starter_path(ROOT / "tests" / ".cache" / "models"))
 
 
-def _sampling(mode: str, max_tokens: int, extra: dict[str, Any]) -> Any:
-    """The settings defaults (DRY and the loop detector included); greedy sets temperature 0."""
-    from ember.app.config import Settings, parse_breakers
-    from ember.engine.api import SamplingParams
+def _sampling(mode: str, max_tokens: int, extra: dict[str, Any]) -> SamplingParams:
+    """The settings defaults (app/options.py: DRY and the loop detector included); greedy sets
+    temperature 0."""
+    from ember.app.config import Settings
+    from ember.app.options import sampling_params
 
-    s = Settings()
-    values: dict[str, Any] = {
-        "temperature": 0.0 if mode == "greedy" else s.temperature,
-        "top_k": s.top_k,
-        "top_p": s.top_p,
-        "min_p": s.min_p,
-        "repeat_penalty": s.repeat_penalty,
-        "dry_multiplier": s.dry_multiplier,
-        "dry_base": s.dry_base,
-        "dry_allowed_length": s.dry_allowed_length,
-        "dry_penalty_last_n": s.dry_penalty_last_n,
-        "dry_sequence_breakers": parse_breakers(s.dry_sequence_breakers),
-        "loop_min_tokens": s.loop_min_tokens,
-        "max_tokens": max_tokens,
-    }
-    return SamplingParams(**{**values, **extra})
+    flags: dict[str, Any] = {"max_tokens": max_tokens}
+    if mode == "greedy":
+        flags["temperature"] = 0.0
+    return replace(sampling_params(Settings(), flags), **extra)
 
 
 def run_mode(
-    engine: Any, mode: str, seed: int | None, args: argparse.Namespace, extra: dict[str, Any]
+    engine: Engine, mode: str, seed: int | None, args: argparse.Namespace, extra: dict[str, Any]
 ) -> Tally:
     from ember.engine.api import ChatMessage, Finished, GenerationRequest
 
@@ -142,17 +135,16 @@ def run_mode(
 
 def main() -> int:
     args = _parse()
-    from ember.engine.api import EngineOptions
+    from ember.app.config import Settings
+    from ember.app.loading import resolve_files
+    from ember.app.options import EngineFlags, engine_options
     from ember.engine.engine import Engine
 
-    options = EngineOptions(
-        model=args.model or _starter(),
-        runner=args.runner,
-        threads=args.threads,
-        prefix_disk_bytes=0,
-        chat_format=args.chat_format,
+    flags = EngineFlags(runner=args.runner, threads=args.threads, chat_format=args.chat_format)
+    options = replace(
+        engine_options(args.model or _starter(), Settings(), flags), prefix_disk_bytes=0
     )
-    engine = Engine.load(options)
+    engine = Engine.load(options, resolve_files(options.model))
     variants: dict[str, dict[str, Any]] = json.loads(args.variants) if args.variants else {"": {}}
     rows = []
     try:

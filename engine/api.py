@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import itertools
 import queue
+import re
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal, Protocol
 
 from ember.engine.errors import EngineError
+from ember.models.text.chat_format import CHAT_FORMATS
 
 _request_ids = itertools.count(1)
 
@@ -22,6 +25,9 @@ _request_ids = itertools.count(1)
 FinishReason = Literal["stop", "length", "loop", "abort", "error"]
 DRY_BREAKERS = ("\n", ":", '"', "*")  # llama.cpp's default DRY sequence breakers
 Role = Literal["system", "user", "assistant"]
+ModelFormat = Literal["gguf", "safetensors"]
+MAX_SEED = (1 << 64) - 1  # numpy's generators take any non-negative int; 64 bits is plenty
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
@@ -82,6 +88,11 @@ class SamplingParams:
             ),
             ("loop_min_tokens", 0 <= self.loop_min_tokens <= 1 << 20, "must be >= 0 (0 = off)"),
             ("max_tokens", self.max_tokens >= 1, "must be >= 1"),
+            (
+                "seed",
+                self.seed is None or 0 <= self.seed <= MAX_SEED,
+                f"must be between 0 and {MAX_SEED}",
+            ),
             ("stop", len(self.stop) <= 16 and all(self.stop), "at most 16 non-empty strings"),
         ]
         for name, ok, reason in checks:
@@ -160,8 +171,31 @@ Event = TextDelta | Finished
 
 
 @dataclass(frozen=True)
+class ModelFiles:
+    """A local model as app resolved it (registry name, alias or path): what the engine loads.
+
+    The engine never looks a reference up itself: the resolver in app (app/loading.py) turns
+    `EngineOptions.model` (and a `--draft MODEL`) into this. `digest` is the one content
+    digest of the model's files (the registry's SHA-256, computed once per file and cached);
+    it keys the disk prefix store and the torch runner's packed-weight cache.
+    """
+
+    name: str  # display name: EngineInfo.model, `ember list`
+    path: Path  # the .gguf file (first shard) or the safetensors folder
+    format: ModelFormat
+    digest: str  # lowercase hex SHA-256
+
+    def __post_init__(self) -> None:
+        if self.format not in ("gguf", "safetensors"):
+            raise EngineError(f"model {self.name}: format {self.format!r} is not gguf/safetensors")
+        if not _SHA256.fullmatch(self.digest):
+            raise EngineError(f"model {self.name}: digest {self.digest!r} is not a SHA-256")
+
+
+@dataclass(frozen=True)
 class EngineOptions:
-    """How to load a model; every field maps to an `ember run` flag."""
+    """How to load a model; every field maps to an `ember run` flag (app/options.py builds it
+    from the settings file, the environment and the flags)."""
 
     model: str
     runner: str = "auto"  # auto | torch | llama.cpp | remote
@@ -177,13 +211,16 @@ class EngineOptions:
     prefix_cache: bool = True
     max_batch: int = 8  # sequences decoded together
     prefill_chunk: int = 512  # most prompt tokens of one sequence per forward (chunked prefill)
-    prefix_cache_dir: str = ""  # disk snapshots; "" = the cache dir's prefix/ folder
+    prefix_cache_dir: str = ""  # disk snapshots (app: <cache dir>/prefix); "" = none
     prefix_disk_bytes: int = 2 << 30  # size cap of the disk snapshots (LRU); 0 = no disk cache
+    packed_cache_dir: str = ""  # torch runner's converted weights (app: <cache>/packed); "" = off
     remote_url: str = ""
     remote_api_key: str = ""
     chat_format: str = "auto"  # auto | template | scaffold (base-model chat)
 
     def __post_init__(self) -> None:
+        if self.threads < 0:
+            raise EngineError(f"threads={self.threads}: must be >= 0 (0 = physical cores)")
         if self.ctx < 16:
             raise EngineError(f"ctx={self.ctx}: must be at least 16 tokens")
         if self.block_size < 1 or self.block_size & (self.block_size - 1):
@@ -196,9 +233,9 @@ class EngineOptions:
             raise EngineError("kv_budget_bytes and prefix_disk_bytes must be >= 0")
         if not 1 <= self.draft_tokens <= 32:
             raise EngineError(f"draft_tokens={self.draft_tokens}: must be between 1 and 32")
-        if self.chat_format not in ("auto", "template", "scaffold"):
+        if self.chat_format not in CHAT_FORMATS:
             raise EngineError(
-                f"chat_format={self.chat_format!r}: choose auto, template or scaffold"
+                f"chat_format={self.chat_format!r}: choose one of {', '.join(CHAT_FORMATS)}"
             )
 
 
@@ -276,10 +313,18 @@ class Backend(Protocol):
     def close(self) -> None: ...
 
 
-def load_engine(options: EngineOptions) -> Backend:
-    """Load a model and return a thread-owned engine (an EngineThread) behind the Backend API;
-    a remote server (--remote URL, a URL model or a registry entry of kind remote) gets a
-    RemoteBackend instead."""
+def load_engine(
+    options: EngineOptions,
+    model: ModelFiles | None = None,
+    *,
+    draft_model: ModelFiles | None = None,
+) -> Backend:
+    """Load model and return a thread-owned engine (an EngineThread) behind the Backend API;
+    a remote server (--remote URL or a URL model) gets a RemoteBackend instead.
+
+    model: the resolved local model (None only for the fake runner and remote servers);
+    draft_model: the resolved `--draft MODEL` when options.draft names a model. Callers in app
+    go through load_backend in app/loading.py, which resolves both."""
     from ember.engine.remote.backend import RemoteBackend, remote_config
 
     remote = remote_config(options)
@@ -287,4 +332,4 @@ def load_engine(options: EngineOptions) -> Backend:
         return RemoteBackend(remote)
     from ember.engine.engine_thread import start_engine_thread
 
-    return start_engine_thread(options)
+    return start_engine_thread(options, model, draft_model=draft_model)

@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-from ember.app.config import Settings, parse_breakers
+from ember.app import options as app_options
+from ember.app.config import Settings
 from ember.app.history.store import Message
 from ember.engine.api import ChatMessage, EngineOptions, SamplingParams
 
 SAMPLING_KEYS = ("temperature", "top_k", "top_p", "min_p", "repeat_penalty", "max_tokens")
-# repetition control: from the settings for every chat (not per chat)
-REPETITION_KEYS = (
-    "dry_multiplier",
-    "dry_base",
-    "dry_allowed_length",
-    "dry_penalty_last_n",
-    "loop_min_tokens",
-)
 # statuses whose text the model sees again in later turns
 _REPLAYED = {"complete", "stopped", "interrupted"}
 
@@ -36,28 +30,17 @@ def chat_value(chat: dict[str, Any], settings: Settings, key: str) -> Any:
 
 
 def sampling_params(chat: dict[str, Any], settings: Settings) -> SamplingParams:
-    """SamplingParams for a chat (EngineError names a bad value)."""
+    """SamplingParams for a chat: the settings' (app/options.py, the one builder; repetition
+    control from there, for every chat) under this chat's own sampling values (EngineError
+    names a bad one)."""
     values = {key: chat_value(chat, settings, key) for key in SAMPLING_KEYS}
-    values.update({key: getattr(settings, key) for key in REPETITION_KEYS})
-    breakers = parse_breakers(settings.dry_sequence_breakers)
-    return SamplingParams(seed=chat.get("seed"), dry_sequence_breakers=breakers, **values)
+    defaults = app_options.sampling_params(settings, {})
+    return dataclasses.replace(defaults, seed=chat.get("seed"), **values)
 
 
 def engine_options(model: str, settings: Settings) -> EngineOptions:
-    """How to load `model` under the current defaults (runner, device, context, cache, drafts)."""
-    return EngineOptions(
-        model=model,
-        runner=settings.runner,
-        device=settings.device,
-        threads=settings.threads,
-        ctx=settings.ctx,
-        sink=settings.sink,
-        window=settings.window,
-        draft="none" if settings.draft == "auto" else settings.draft,
-        draft_tokens=settings.draft_tokens,
-        prefix_cache=settings.prefix_cache,
-        chat_format=settings.chat_format,
-    )
+    """How to load `model` under the current defaults (app/options.py, the one builder)."""
+    return app_options.engine_options(model, settings)
 
 
 def chat_messages(system_prompt: str, path: list[Message]) -> tuple[ChatMessage, ...]:

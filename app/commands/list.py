@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ember.models.registry.store import ModelRecord
 
 NAME = "list"
 HELP = "List local models: name, format, architecture, quant, size, last used."
@@ -17,10 +21,10 @@ def run(args: argparse.Namespace) -> int:
     import time
 
     from ember.app.commands._model_format import human_bytes, print_json, print_table
-    from ember.models.registry.registry import Registry
+    from ember.app.loading import open_registry
     from ember.models.registry.starter import STARTER_NAME, starter_installed
 
-    registry = Registry()
+    registry = open_registry()
     if starter_installed() and registry.find(STARTER_NAME) is None:
         registry.resolve(STARTER_NAME)  # the packaged starter is always listed once installed
     records = registry.list_models()
@@ -58,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _hf_cache_hint(records: list) -> str:  # type: ignore[type-arg]
+def _hf_cache_hint(records: list[ModelRecord]) -> str:
     """A line about models in the Hugging Face cache that are not registered yet, or ''."""
     from ember.models.hub.cache import discover
 
