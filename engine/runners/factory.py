@@ -11,15 +11,15 @@ for everything else (safetensors folders, CUDA, MPS). `fake` loads the determini
 from __future__ import annotations
 
 import importlib.util
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from ember.engine.errors import EngineError
 
 if TYPE_CHECKING:
-    from ember.engine.api import EngineOptions, ModelFiles
+    from ember.engine.api import ChatMessage, EngineOptions, ModelFiles
     from ember.engine.engine import ChatRenderer
     from ember.engine.runners.base import Runner
-    from ember.models.text.chat_format import ChatFormat
     from ember.models.text.tokenizers.base import Tokenizer
 
 RUNNERS = ("auto", "torch", "llama.cpp", "fake")
@@ -70,11 +70,61 @@ def create_runner(options: EngineOptions, model: ModelFiles) -> Runner:
     return LlamaCppRunner.load(model.path, options, digest=model.digest)
 
 
-def chat_renderer(model: ModelFiles, tokenizer: Tokenizer, choice: str = "auto") -> ChatFormat:
-    """The model's ChatFormat: its template, or the base-model scaffold (choice forces one)."""
-    from ember.models.text.chat_format import load_chat_format
+class TemplateChat:
+    """Messages (with tools and template kwargs) -> prompt ids through a model's chat template;
+    tool turns in the model's own format or Ember's generic one (models/text/tool_calls)."""
 
-    return load_chat_format(model.path, model.format, tokenizer, choice, [model.name])
+    kind = "template"
+
+    def __init__(self, template: Any, tokenizer: Tokenizer, reason: str = "") -> None:
+        from ember.models.text.tool_calls import detect_tool_format
+
+        self.template = template
+        self.tokenizer = tokenizer
+        self.tool_format = detect_tool_format(template.source).name
+        self.reason = reason  # why the template and not the base-model scaffold
+
+    def __call__(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[Any] = (),
+        template_kwargs: Any = None,
+    ) -> list[int]:
+        from ember.models.text.tool_calls import template_inputs, tool_format
+
+        dicts = [m.template_dict() for m in messages]
+        specs = [t.as_dict() for t in tools]
+        dicts, rendered_tools = template_inputs(dicts, specs, tool_format(self.tool_format))
+        extra = dict(template_kwargs or {})
+        if rendered_tools:
+            extra["tools"] = rendered_tools
+        return list(self.template.render_ids(self.tokenizer, dicts, **extra))
+
+
+def chat_renderer(model: ModelFiles, tokenizer: Tokenizer, choice: str = "auto") -> ChatRenderer:
+    """The model's renderer: its chat template (takes tools), or for a pretrained model the
+    few-shot scaffold (models/text/chat_format.py); choice ("template"/"scaffold") forces one."""
+    from ember.models.errors import TemplateError
+    from ember.models.text.chat_format import ScaffoldChat, choose_chat_format
+    from ember.models.text.templates.chat_template import ChatTemplate
+
+    kind, reason = choose_chat_format(model.path, model.format, choice, [model.name])
+    is_gguf = model.format == "gguf"
+    try:
+        template = TemplateChat(
+            ChatTemplate.from_gguf(model.path) if is_gguf else ChatTemplate.from_hf(model.path),
+            tokenizer,
+            reason,
+        )
+    except TemplateError:
+        if kind != "scaffold":
+            raise
+        template = None  # the scaffold chats; tool requests are refused
+    if kind == "scaffold":
+        # tools, tool turns and template kwargs still render through the template
+        return ScaffoldChat(tokenizer, reason, template)
+    assert template is not None
+    return template
 
 
 def load_parts(
@@ -82,10 +132,10 @@ def load_parts(
 ) -> tuple[Runner, ChatRenderer, str]:
     """The runner, chat renderer and display name of a resolved model (None: the fake runner)."""
     if options.runner == "fake":
-        from ember.engine.runners.fake import FakeRunner, fake_chat_ids
+        from ember.engine.runners.fake import FakeChat, FakeRunner
 
         fake = FakeRunner()
-        return fake, (lambda messages: fake_chat_ids(fake.tokenizer, messages)), "fake"
+        return fake, FakeChat(fake.tokenizer), "fake"
     if model is None:
         raise EngineError(f"model {options.model!r}: not resolved (app resolves model references)")
     runner = create_runner(options, model)

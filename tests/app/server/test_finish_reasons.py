@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import get_args
 
-from ember.app.server.app import FINISH
+from ember.app.server.openai import FINISH
 from ember.engine.api import FinishReason
 
 

@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from ember.engine.api import ChatMessage, ModelFiles, ToolSpec
+from ember.engine.runners.factory import chat_renderer
 from ember.engine.runners.fake import BOS_ID, FakeTokenizer
 from ember.models.errors import TemplateError
 from ember.models.files.gguf import open_gguf
 from ember.models.text.base_chat.model_kind import decide_model_kind, gguf_model_kind
 from ember.models.text.base_chat.scaffold import Scaffold
-from ember.models.text.chat_format import load_chat_format
 from tests.fixtures.tiny_models import TinyModels
 
 CATALOG = Path(__file__).parents[3] / "models" / "hub" / "catalog.json"
@@ -98,16 +99,40 @@ def test_default_scaffold_examples_are_not_benchmark_questions() -> None:
     assert not asked & {question.lower() for question, _ in Scaffold().examples}
 
 
+def _files(path: Path, name: str = "tiny") -> ModelFiles:
+    return ModelFiles(name, path, "gguf", "0" * 64)
+
+
 def test_chat_format_auto_and_forced(tiny_models: TinyModels) -> None:
     path = tiny_models.gguf("gemma3", "Q8_0")
     tok = FakeTokenizer()
-    auto = load_chat_format(path, "gguf", tok)
-    assert auto.kind == "template" and auto.stop == () and "chat template" in auto.reason
-    forced = load_chat_format(path, "gguf", tok, "scaffold")
-    assert forced.kind == "scaffold" and forced.stop == Scaffold().stop and forced.lstrip_reply
-    assert tok.decode(forced([{"role": "user", "content": "hi"}])).endswith("User: hi\nAssistant:")
+    auto = chat_renderer(_files(path), tok)
+    assert auto.kind == "template" and not hasattr(auto, "stop")  # type: ignore[attr-defined]
+    assert "chat template" in auto.reason  # type: ignore[attr-defined]
+    forced = chat_renderer(_files(path), tok, "scaffold")
+    assert forced.kind == "scaffold" and forced.lstrip_reply  # type: ignore[attr-defined]
+    assert forced.stop == Scaffold().stop  # type: ignore[attr-defined]
+    hi = [ChatMessage("user", "hi")]
+    assert tok.decode(forced(hi)).endswith("User: hi\nAssistant:")
     with pytest.raises(TemplateError, match="chat format 'bob'"):
-        load_chat_format(path, "gguf", tok, "bob")
+        chat_renderer(_files(path), tok, "bob")
+
+
+def test_scaffold_sends_tools_through_the_template(tiny_models: TinyModels) -> None:
+    """A base model offered tools renders them in its template's tool format (the scaffold has
+    none); plain turns still go through the scaffold."""
+    path = tiny_models.gguf("gemma3", "Q8_0")
+    tok = FakeTokenizer()
+    scaffold = chat_renderer(_files(path), tok, "scaffold")
+    template = chat_renderer(_files(path), tok, "template")
+    hi = [ChatMessage("user", "hi")]
+    weather = ToolSpec("get_weather", "the weather", {"type": "object"})
+    assert scaffold(hi) != template(hi)
+    assert scaffold(hi, tools=[weather]) == template(hi, tools=[weather])
+    assert "get_weather" in tok.decode(scaffold(hi, tools=[weather]))
+    kwargs = {"enable_thinking": False}
+    assert scaffold(hi, template_kwargs=kwargs) == template(hi, template_kwargs=kwargs)
+    assert scaffold.tool_format == template.tool_format  # type: ignore[attr-defined]
 
 
 @pytest.mark.model
@@ -115,6 +140,8 @@ def test_starter_chats_through_the_scaffold(starter_gguf: Path) -> None:
     from ember.models.text.tokenizers.base import open_tokenizer
 
     tok = open_tokenizer(starter_gguf)
-    chat = load_chat_format(starter_gguf, "gguf", tok, names=["gemma3-270m"])
-    assert chat.kind == "scaffold" and chat.reason.startswith("pretrained")
-    assert load_chat_format(starter_gguf, "gguf", tok, "template").kind == "template"
+    chat = chat_renderer(_files(starter_gguf, "gemma3-270m"), tok)
+    assert chat.kind == "scaffold"  # type: ignore[attr-defined]
+    assert chat.reason.startswith("pretrained")  # type: ignore[attr-defined]
+    template = chat_renderer(_files(starter_gguf, "gemma3-270m"), tok, "template")
+    assert template.kind == "template"  # type: ignore[attr-defined]
