@@ -15,7 +15,10 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -23,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def _median_us(fn, repeats: int) -> float:  # type: ignore[no-untyped-def]
+def _median_us(fn: Callable[[], object], repeats: int) -> float:
     times = []
     for _ in range(repeats):
         started = time.perf_counter()
@@ -32,7 +35,7 @@ def _median_us(fn, repeats: int) -> float:  # type: ignore[no-untyped-def]
     return statistics.median(times) * 1e6
 
 
-def sampler_rows(tok, repeats: int) -> list[dict]:  # type: ignore[no-untyped-def]
+def sampler_rows(tok: Any, repeats: int) -> list[dict[str, Any]]:
     from ember.engine.api import DRY_BREAKERS, SamplingParams
     from ember.engine.dry import breakers_for
     from ember.engine.sampling import sample_token
@@ -48,10 +51,8 @@ def sampler_rows(tok, repeats: int) -> list[dict]:  # type: ignore[no-untyped-de
     for name, ids in (("text", text_ids), ("loop", loop_ids)):
         for n in (512, 2048, 4096):
             history, gen = ids[:n], np.random.default_rng(1)
-            t_off = _median_us(lambda h=history, g=gen: sample_token(logits, off, h, g), repeats)
-            t_on = _median_us(
-                lambda h=history, g=gen: sample_token(logits, on, h, g, breakers), repeats
-            )
+            t_off = _median_us(partial(sample_token, logits, off, history, gen), repeats)
+            t_on = _median_us(partial(sample_token, logits, on, history, gen, breakers), repeats)
             rows.append(
                 {
                     "history": name,
@@ -64,7 +65,7 @@ def sampler_rows(tok, repeats: int) -> list[dict]:  # type: ignore[no-untyped-de
     return rows
 
 
-def decode_rows(model: str, runs: int, tokens: int) -> dict:
+def decode_rows(model: str, runs: int, tokens: int) -> dict[str, Any]:
     from ember.app.loading import resolve_files
     from ember.engine.api import EngineOptions, Finished, GenerationRequest, SamplingParams
     from ember.engine.engine import Engine
@@ -109,7 +110,10 @@ def main() -> int:
     started = time.perf_counter()
     compile_breakers(tok, DRY_BREAKERS)
     compile_s = time.perf_counter() - started
-    result = {"compile_breakers_s": round(compile_s, 2), "sampler": sampler_rows(tok, args.repeats)}
+    result: dict[str, Any] = {
+        "compile_breakers_s": round(compile_s, 2),
+        "sampler": sampler_rows(tok, args.repeats),
+    }
     if args.decode_runs:
         result["decode"] = decode_rows(model, args.decode_runs, args.decode_tokens)
     if args.json:

@@ -148,4 +148,4 @@ def test_dry_params_are_validated() -> None:
         {"dry_sequence_breakers": ("",)},
     ):
         with pytest.raises(EngineError, match=next(iter(bad))):
-            SamplingParams(**bad)  # type: ignore[arg-type]
+            SamplingParams(**bad)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ TEXT = (
 )
 
 
-def _llama_cpp_penalties(tok, history: list[int], params: SamplingParams) -> np.ndarray:  # type: ignore[no-untyped-def]
+def _llama_cpp_penalties(tok: Any, history: list[int], params: SamplingParams) -> np.ndarray:
     import llama_cpp
 
     breakers = (ctypes.c_char_p * len(params.dry_sequence_breakers))(

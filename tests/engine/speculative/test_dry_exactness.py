@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -17,7 +18,7 @@ from ember.engine.speculative.verify import sampling_probs
 from tests.engine.helpers import greedy, run
 from tests.engine.speculative.spec_helpers import CopyingFakeRunner, repetitive_prompt, spec_engine
 
-DRY = {"dry_multiplier": 2.0, "dry_base": 1.75, "dry_allowed_length": 2}
+DRY: dict[str, Any] = {"dry_multiplier": 2.0, "dry_base": 1.75, "dry_allowed_length": 2}
 
 
 def _dry_greedy_reference(runner: FakeRunner, prompt: list[int], count: int) -> list[int]:
