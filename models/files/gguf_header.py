@@ -2,7 +2,7 @@
 
 Public API:
     parse_gguf_header(buf, name) -> GGUFHeader      raises ModelFileError("<name>: <reason>")
-    GGUFHeader, TensorInfo, ArrayRef                what it found
+    GGUFHeader, ArrayRef, TensorInfo (gguf_tensor_info.py)   what it found
     read_array(buf, ref) -> list | numpy.ndarray    a large metadata array, decoded on demand
 
 Every length and count read from the file is checked against the bytes left before anything is
@@ -21,14 +21,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ember.models.errors import ModelFileError
+from ember.models.files.gguf_tensor_info import TensorInfo, read_tensor_infos
 
 MAX_ALIGNMENT = 1 << 16
 DEFAULT_ALIGNMENT = 32
 MAX_KEY_BYTES = 65535
-MAX_NAME_BYTES = 63  # GGML_MAX_NAME is 64 including the terminating NUL
-MAX_DIMS = 4
 SMALL_ARRAY = 1024  # arrays up to this many items are decoded into the metadata dict
-_INT64_MAX = (1 << 63) - 1
 
 T_UINT8, T_INT8, T_UINT16, T_INT16, T_UINT32, T_INT32, T_FLOAT32, T_BOOL = range(8)
 T_STRING, T_ARRAY, T_UINT64, T_INT64, T_FLOAT64 = range(8, 13)
@@ -48,7 +46,6 @@ _SCALAR: dict[int, tuple[str, int, str]] = {
 }
 _U64 = struct.Struct("<Q")
 _MIN_KV_BYTES = 8 + 1 + 4 + 1  # key length, 1-byte key, type, smallest value
-_MIN_TENSOR_BYTES = 8 + 1 + 4 + 8 + 4 + 8  # name length, 1-byte name, n_dims, one ne, type, offset
 
 
 @dataclass(frozen=True)
@@ -60,18 +57,6 @@ class ArrayRef:
     count: int
     offset: int  # byte offset of the first element
     end: int
-
-
-@dataclass(frozen=True)
-class TensorInfo:
-    """One tensor's header entry, validated: ne in ggml order (innermost first)."""
-
-    name: str
-    ne: tuple[int, ...]
-    qtype: int
-    offset: int  # absolute byte offset in the file
-    nbytes: int
-    n_elements: int
 
 
 @dataclass(frozen=True)
@@ -210,45 +195,6 @@ def _alignment(cur: _Cursor, md: dict[str, Any]) -> int:
     return value
 
 
-def _read_tensor_info(cur: _Cursor, index: int) -> tuple[str, tuple[int, ...], int, int]:
-    name = cur.string(f"tensor {index} name", MAX_NAME_BYTES)
-    if not name:
-        raise cur.fail(f"tensor {index} has an empty name")
-    n_dims = cur.u32(f"tensor {name} n_dims")
-    if not 1 <= n_dims <= MAX_DIMS:
-        raise cur.fail(f"tensor {name}: {n_dims} dimensions, expected 1..{MAX_DIMS}")
-    ne = tuple(cur.u64(f"tensor {name} dim {d}") for d in range(n_dims))
-    qtype = cur.u32(f"tensor {name} type")
-    offset = cur.u64(f"tensor {name} offset")
-    return name, ne, qtype, offset
-
-
-def _tensor_bytes(cur: _Cursor, name: str, ne: tuple[int, ...], qtype: int) -> tuple[int, int]:
-    """(n_elements, nbytes) with overflow and block-size checks."""
-    from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
-
-    try:
-        block, type_size = GGML_QUANT_SIZES[GGMLQuantizationType(qtype)]
-    except (ValueError, KeyError):
-        raise cur.fail(f"tensor {name}: unknown tensor type {qtype}") from None
-    n_elements = 1
-    for dim in ne:
-        if dim == 0:
-            raise cur.fail(f"tensor {name}: zero dimension in {list(ne)}")
-        n_elements *= dim
-        if n_elements > _INT64_MAX:
-            raise cur.fail(f"tensor {name}: element count overflows int64 ({list(ne)})")
-    if ne[0] % block:
-        qname = GGMLQuantizationType(qtype).name
-        raise cur.fail(
-            f"tensor {name}: first dimension {ne[0]} is not a multiple of {qname} block {block}"
-        )
-    nbytes = n_elements // block * type_size
-    if nbytes > _INT64_MAX:
-        raise cur.fail(f"tensor {name}: byte size overflows int64")
-    return n_elements, nbytes
-
-
 def _check_version(cur: _Cursor) -> int:
     cur.need(4, "magic")
     magic = bytes(cur.buf[0:4])
@@ -276,38 +222,8 @@ def parse_gguf_header(buf: Any, name: str) -> GGUFHeader:
     for _ in range(n_kv):
         _read_kv(cur, md, arrays)
     alignment = _alignment(cur, md)
-    left = cur.size - cur.pos
-    if n_tensors > left // _MIN_TENSOR_BYTES:
-        raise cur.fail(f"truncated: {n_tensors} tensors declared, only {left} bytes left")
-    raw = [_read_tensor_info(cur, i) for i in range(n_tensors)]
-    data_offset = -(-cur.pos // alignment) * alignment
-    tensors = _layout_tensors(cur, raw, alignment, data_offset)
+    tensors, data_offset = read_tensor_infos(cur, n_tensors, alignment)
     return GGUFHeader(version, md, arrays, tensors, alignment, data_offset, cur.size)
-
-
-def _layout_tensors(
-    cur: _Cursor, raw: list[tuple[str, tuple[int, ...], int, int]], alignment: int, data_offset: int
-) -> list[TensorInfo]:
-    seen: set[str] = set()
-    tensors: list[TensorInfo] = []
-    prev_end, prev_name = 0, ""
-    for name, ne, qtype, rel in raw:
-        if name in seen:
-            raise cur.fail(f"duplicate tensor name {name}")
-        seen.add(name)
-        n_elements, nbytes = _tensor_bytes(cur, name, ne, qtype)
-        if rel % alignment:
-            raise cur.fail(f"tensor {name}: offset {rel} is not aligned to {alignment}")
-        if rel < prev_end:
-            raise cur.fail(
-                f"tensor {name}: offset {rel} overlaps or precedes {prev_name} (ends at {prev_end})"
-            )
-        end = data_offset + rel + nbytes
-        if end > cur.size:
-            raise cur.fail(f"truncated: tensor {name} ends at byte {end}, file has {cur.size}")
-        tensors.append(TensorInfo(name, ne, qtype, data_offset + rel, nbytes, n_elements))
-        prev_end, prev_name = rel + nbytes, name
-    return tensors
 
 
 def read_array(buf: Any, ref: ArrayRef, name: str) -> Any:
