@@ -2,6 +2,9 @@
 
 Public API:
     parse_gguf_header(buf, name) -> GGUFHeader      raises ModelFileError("<name>: <reason>")
+    parse_gguf_metadata(buf, name, partial=False)   the key/values only; partial: buf may be the
+                                                    file's first bytes (a Hub range request), and
+                                                    reading stops at the last complete entry
     GGUFHeader, ArrayRef, TensorInfo (gguf_tensor_info.py)   what it found
     read_array(buf, ref) -> list | numpy.ndarray    a large metadata array, decoded on demand
 
@@ -72,6 +75,10 @@ class GGUFHeader:
     file_size: int
 
 
+class _Truncated(ModelFileError):
+    """The bytes end inside a structure (a whole file: an error; a prefix: where to stop)."""
+
+
 class _Cursor:
     """Reads little-endian values from buf, failing with one line when the file runs out."""
 
@@ -86,8 +93,9 @@ class _Cursor:
 
     def need(self, nbytes: int, what: str) -> None:
         if nbytes > self.size - self.pos:
-            raise self.fail(
-                f"truncated: {what} needs {nbytes} bytes at offset {self.pos}, file has {self.size}"
+            raise _Truncated(
+                f"{self.name}: truncated: {what} needs {nbytes} bytes at offset {self.pos}, "
+                f"file has {self.size}"
             )
 
     def scalar(self, vtype: int, what: str) -> Any:
@@ -141,8 +149,9 @@ def _read_array(cur: _Cursor, key: str) -> list[Any] | ArrayRef:
     count = cur.u64(f"{what} count")
     min_width = 8 if elem == T_STRING else _SCALAR[elem][1]
     if count > (cur.size - cur.pos) // min_width:
-        raise cur.fail(
-            f"truncated: {what} declares {count} items, only {cur.size - cur.pos} bytes left"
+        raise _Truncated(
+            f"{cur.name}: truncated: {what} declares {count} items, "
+            f"only {cur.size - cur.pos} bytes left"
         )
     start = cur.pos
     if count <= SMALL_ARRAY:
@@ -208,19 +217,38 @@ def _check_version(cur: _Cursor) -> int:
     return version
 
 
-def parse_gguf_header(buf: Any, name: str) -> GGUFHeader:
-    """Parse and validate a GGUF header held in buf (bytes or mmap); ModelFileError on any fault."""
-    cur = _Cursor(buf, name)
+def _read_metadata(
+    cur: _Cursor, partial: bool
+) -> tuple[int, int, dict[str, Any], dict[str, ArrayRef]]:
+    """(version, tensor count, metadata, large arrays) from the start of the file."""
     version = _check_version(cur)
     n_tensors = cur.u64("tensor count")
     n_kv = cur.u64("metadata count")
     left = cur.size - cur.pos
-    if n_kv > left // _MIN_KV_BYTES:
+    if n_kv > left // _MIN_KV_BYTES and not partial:
         raise cur.fail(f"truncated: {n_kv} metadata entries declared, only {left} bytes left")
     md: dict[str, Any] = {}
     arrays: dict[str, ArrayRef] = {}
     for _ in range(n_kv):
-        _read_kv(cur, md, arrays)
+        try:
+            _read_kv(cur, md, arrays)
+        except _Truncated:
+            if not partial:
+                raise
+            break
+    return version, n_tensors, md, arrays
+
+
+def parse_gguf_metadata(buf: Any, name: str, partial: bool = False) -> dict[str, Any]:
+    """The metadata key/values (large arrays left out) of a GGUF file or, with partial, of
+    its first bytes: entries cut off by the end of buf are dropped, every other fault raises."""
+    return _read_metadata(_Cursor(buf, name), partial)[2]
+
+
+def parse_gguf_header(buf: Any, name: str) -> GGUFHeader:
+    """Parse and validate a GGUF header held in buf (bytes or mmap); ModelFileError on any fault."""
+    cur = _Cursor(buf, name)
+    version, n_tensors, md, arrays = _read_metadata(cur, partial=False)
     alignment = _alignment(cur, md)
     tensors, data_offset = read_tensor_infos(cur, n_tensors, alignment)
     return GGUFHeader(version, md, arrays, tensors, alignment, data_offset, cur.size)
