@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -58,8 +60,9 @@ def ggml_quantize(w: np.ndarray, qtype: GGMLQuantizationType) -> np.ndarray:
     lib = ctypes.CDLL(os.path.join(os.path.dirname(llama_cpp.__file__), "lib", "libggml-base.so"))
     fn = lib.ggml_quantize_chunk
     fn.restype = ctypes.c_size_t
-    fn.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int64] * 3
-    fn.argtypes += [ctypes.c_void_p]
+    # ggml_quantize_chunk(type, src, dst, start, nrows, n_per_row, imatrix)
+    i64 = ctypes.c_int64
+    fn.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, i64, i64, i64, ctypes.c_void_p]
     rows, cols = w.shape
     block_elements, block_bytes = GGML_QUANT_SIZES[qtype]
     out = np.empty((rows, cols // block_elements * block_bytes), dtype=np.uint8)
@@ -94,7 +97,9 @@ FORMATS = ("int4", "int8g", "int8", "dense")  # the runner's weight_format choic
 DTYPE = torch.bfloat16  # the runner's default compute dtype on the CPU
 
 
-def convert(raw: np.ndarray, qtype: GGMLQuantizationType, shape, fmt: str) -> QLinear:
+def convert(
+    raw: np.ndarray, qtype: GGMLQuantizationType, shape: tuple[int, int], fmt: str
+) -> QLinear:
     """The layer the runner builds from these GGUF bytes (fmt "auto": the runner's own pick)."""
     t = WeightTensor("w", tuple(shape), int(qtype), raw=raw.reshape(-1))
     fmt = resolve_format(fmt, [t])
@@ -133,7 +138,7 @@ def _to_bf16_bytes(w: np.ndarray) -> np.ndarray:
     return torch.from_numpy(w).to(torch.bfloat16).view(torch.uint8).numpy()
 
 
-def _median_seconds(fn, runs: int) -> float:
+def _median_seconds(fn: Callable[[], object], runs: int) -> float:
     fn()  # warm-up
     times = []
     for _ in range(runs):
@@ -147,13 +152,13 @@ def speed_rows(rows: int, cols: int, runs: int) -> list[tuple[str, float, float,
     """(format, MB, dequantize GB/s, conversion (auto) GB/s, auto form) on random valid blocks."""
     from tests.models.quants.quant_blocks import random_tensor
 
-    out = []
+    out: list[tuple[str, float, float, float, str]] = []
     for qtype in ALL_TYPES:
         raw = random_tensor(qtype, rows, cols, seed=1)
         gb = raw.nbytes / 1e9
-        t_deq = _median_seconds(lambda r=raw, q=qtype: dequantize(r, q, (rows, cols)), runs)
+        t_deq = _median_seconds(functools.partial(dequantize, raw, qtype, (rows, cols)), runs)
         t_conv = _median_seconds(
-            lambda r=raw, q=qtype: convert(r, q, (rows, cols), "auto"), max(1, runs // 2)
+            functools.partial(convert, raw, qtype, (rows, cols), "auto"), max(1, runs // 2)
         )
         auto = convert(raw, qtype, (rows, cols), "auto").fmt
         out.append((qtype.name, raw.nbytes / 1e6, gb / t_deq, gb / t_conv, auto))
@@ -168,15 +173,15 @@ def matmul_rows(runs: int) -> list[tuple[str, int, dict[str, float]]]:
     """(shape, M, form -> median microseconds) of the layer on Q8_0 weights in each form."""
     from tests.models.quants.quant_blocks import random_tensor
 
-    out = []
+    out: list[tuple[str, int, dict[str, float]]] = []
     for n, k in MATMUL_SHAPES:
         raw = random_tensor(T.Q8_0, n, k, seed=2)
         layers = {fmt: convert(raw, T.Q8_0, (n, k), fmt) for fmt in FORMATS}
         for m in (1, 16):
             x = torch.randn(m, k, dtype=DTYPE)
             with torch.inference_mode():
-                times = {
-                    fmt: 1e6 * _median_seconds(lambda f=f, x=x: f(x), runs * 10)
+                times: dict[str, float] = {
+                    fmt: 1e6 * _median_seconds(functools.partial(f, x), runs * 10)
                     for fmt, f in layers.items()
                 }
             out.append((f"{n}x{k}", m, times))

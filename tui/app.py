@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual.app import App
 from textual.binding import Binding
 
@@ -13,6 +15,11 @@ from ember.tui.chat_config import engine_options, new_chat_settings
 from ember.tui.clipboard import copy_fallback
 from ember.tui.messages import BackendLoaded
 from ember.tui.model_catalog import ModelCatalog
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from ember.engine.api import EngineOptions
 
 
 class EmberApp(App[None]):
@@ -87,7 +94,7 @@ class EmberApp(App[None]):
             return
         self.run_worker(lambda: self._load(options), thread=True, group="load", exit_on_error=False)
 
-    def _load(self, options) -> None:  # type: ignore[no-untyped-def]
+    def _load(self, options: EngineOptions) -> None:
         try:
             backend = self.host.get(options)
         except Exception as exc:  # noqa: BLE001 - shown as a one-line notification
@@ -116,7 +123,7 @@ class EmberApp(App[None]):
             exit_on_error=False,
         )
 
-    def _copy_fallback(self, text: str, cache_dir) -> None:  # type: ignore[no-untyped-def]
+    def _copy_fallback(self, text: str, cache_dir: Path) -> None:
         try:
             where = copy_fallback(text, cache_dir)
         except OSError as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from typing import Any
 
 import pytest
 
@@ -51,7 +52,8 @@ BASE = ModelHParams(
         ({"architecture": ""}, "architecture"),
     ],
 )
-def test_invalid_values_name_the_field(change: dict[str, object], field: str) -> None:
+def test_invalid_values_name_the_field(change: dict[str, Any], field: str) -> None:
+    # Any: the values are of the wrong type on purpose; construction must refuse them
     with pytest.raises(ModelFileError, match=f"^{field}"):
         dataclasses.replace(BASE, **change)
 
@@ -112,7 +114,7 @@ def test_gguf_rope_scaling_and_softcaps() -> None:
 
 
 def test_gguf_yarn_without_original_length_uses_the_trained_context() -> None:
-    md = _gguf_md(**{"llama.rope.scaling.type": "yarn", "llama.rope.scaling.factor": 4.0})
+    md = _gguf_md("llama", **{"llama.rope.scaling.type": "yarn", "llama.rope.scaling.factor": 4.0})
     scaling = hparams_from_gguf(md, 100, {}).rope_scaling
     assert (scaling.kind, scaling.original_context_length) == ("yarn", 4096)
 
@@ -145,7 +147,7 @@ def test_hf_mistral_sliding_window_covers_every_layer() -> None:
 )
 def test_gguf_bad_metadata(extra: dict[str, object], fragment: str) -> None:
     with pytest.raises(ModelFileError, match=re.escape(fragment)):
-        hparams_from_gguf(_gguf_md(**extra), 100, {})
+        hparams_from_gguf(_gguf_md("llama", **extra), 100, {})
 
 
 def test_gguf_gemma3_pattern_from_bool_array() -> None:
@@ -327,11 +329,11 @@ def test_bad_rope_scaling_is_one_line(scaling: object, fragment: str) -> None:
 
 def test_gguf_scaling_factor_without_type_is_linear_as_in_llama_cpp() -> None:
     assert hparams_from_gguf(
-        _gguf_md(**{"llama.rope.scaling.factor": 4.0}), 100, {}
+        _gguf_md("llama", **{"llama.rope.scaling.factor": 4.0}), 100, {}
     ).rope_scaling == (RopeScaling(kind="linear", factor=4.0))
-    legacy = hparams_from_gguf(_gguf_md(**{"llama.rope.scale_linear": 2.0}), 100, {})
+    legacy = hparams_from_gguf(_gguf_md("llama", **{"llama.rope.scale_linear": 2.0}), 100, {})
     assert legacy.rope_scaling == RopeScaling(kind="linear", factor=2.0)
-    unscaled = hparams_from_gguf(_gguf_md(**{"llama.rope.scaling.factor": 0.0}), 100, {})
+    unscaled = hparams_from_gguf(_gguf_md("llama", **{"llama.rope.scaling.factor": 0.0}), 100, {})
     assert unscaled.rope_scaling == RopeScaling()  # llama.cpp: 0 means "not set"
 
 
