@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ember.models.errors import ModelFileError
 from ember.models.files.fields import Fields, describe, read_json_file, read_text_file
 
 TEMPLATE_FILE = "chat_template.jinja"
@@ -70,7 +71,7 @@ def read_tokenizer_config(folder: Path) -> TokenizerConfig:
     if path.is_file():
         data = read_json_file(path, label)
         if not isinstance(data, dict):
-            raise Fields({}, label).error("(top level)", f"must be an object, got {describe(data)}")
+            raise ModelFileError(f"{label}: must be a JSON object, got {describe(data)}")
     f = Fields(data, label)
     template: str | None = _config_template(f)
     source: str | None = CONFIG_FILE

@@ -97,36 +97,28 @@ def _scaling(f: Fields | None, context_length: int) -> RopeScaling:
     )
 
 
-def _theta(f: Fields, key: str, default: float | None) -> float | None:
-    if default is None and not f.has(key):
-        return None
-    return f.number(key, default if default is not None else REQUIRED, lo=1.0, hi=MAX_ROPE_THETA)
-
-
 def _rope(f: Fields, fam: Family, context: int) -> tuple[float, RopeScaling, float | None]:
     """(global theta, global scaling, local theta) from either config generation."""
     params = f.object("rope_parameters")
-    if params is not None and (params.has("full_attention") or params.has("sliding_attention")):
+    local: Fields | None = None  # where the sliding layers' base is read (gemma3)
+    local_key = "rope_theta"
+    if params is None:  # 4.x: rope_theta, rope_scaling and rope_local_base_freq side by side
+        full, scaling, local, local_key = f, f.object("rope_scaling"), f, "rope_local_base_freq"
+    elif params.has("full_attention") or params.has("sliding_attention"):  # 5.x, per layer type
         if fam.local_theta is None:
             raise params.error("sliding_attention", f"per-layer-type RoPE is not {fam.arch}'s")
-        full = params.object("full_attention") or Fields(
-            {}, f.source, f"{params.prefix}full_attention."
-        )
+        empty = Fields({}, f.source, f"{params.prefix}full_attention.")
+        full = scaling = params.object("full_attention") or empty
         local = params.object("sliding_attention")
         if local is not None and _rope_type(local) != "none":
             raise local.error("rope_type", "scaled RoPE on sliding layers is not supported")
-        local_theta = (
-            fam.local_theta if local is None else _theta(local, "rope_theta", fam.local_theta)
-        )
-    elif params is not None:  # 5.x: one set for every layer type
-        full, local_theta = params, fam.local_theta
-    else:  # 4.x
-        full = f.object("rope_scaling") or Fields({}, f.source, "rope_scaling.")
-        local_theta = _theta(f, "rope_local_base_freq", fam.local_theta)
-        theta = _theta(f, "rope_theta", fam.rope_theta)
-        return theta or fam.rope_theta, _scaling(full, context), local_theta
-    theta = _theta(full, "rope_theta", fam.rope_theta)
-    return theta or fam.rope_theta, _scaling(full, context), local_theta
+    else:  # 5.x, one set for every layer
+        full = scaling = params
+    theta = full.number("rope_theta", fam.rope_theta, lo=1.0, hi=MAX_ROPE_THETA)
+    local_theta = fam.local_theta
+    if local is not None and local_theta is not None:  # only gemma3 rotates sliding layers apart
+        local_theta = local.number(local_key, local_theta, lo=1.0, hi=MAX_ROPE_THETA)
+    return theta, _scaling(scaling, context), local_theta
 
 
 def _layer_sliding(f: Fields, fam: Family, n_layers: int) -> list[bool] | None:

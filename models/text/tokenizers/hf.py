@@ -51,13 +51,13 @@ class HFTokenizer:
 
         self.folder = Path(folder)
         path = self.folder / "tokenizer.json"
+        data = optional_json(path)  # size, nesting and UTF-8 checked before the library parses it
         try:
             self._special = RawTokenizer.from_file(str(path))  # parses special-token spellings
             self._plain = RawTokenizer.from_file(str(path))  # treats them as text
         except Exception as exc:  # tokenizers raises a bare Exception on bad files
             raise ModelFileError(f"{path}: cannot load tokenizer ({exc})") from exc
         self._plain.encode_special_tokens = True
-        data = optional_json(path)
         config = read_tokenizer_config(self.folder)
         generation = optional_json(self.folder / "generation_config.json")
         self._added = {t["id"]: t["content"] for t in data.get("added_tokens", [])}
