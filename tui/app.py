@@ -7,9 +7,10 @@ from typing import TYPE_CHECKING
 from textual.app import App
 from textual.binding import Binding
 
-from ember.app.config import Paths, Settings, get_paths
+from ember.app.config import Settings
 from ember.app.history.store import Conversation, History
 from ember.errors import EmberError
+from ember.paths import Paths, get_paths
 from ember.tui.backend_host import BackendFactory, BackendHost
 from ember.tui.chat_config import engine_options, new_chat_settings
 from ember.tui.clipboard import copy_fallback

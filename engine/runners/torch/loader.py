@@ -7,7 +7,6 @@ mapping of that description (config.py); nothing here reads metadata itself.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,9 +23,6 @@ if TYPE_CHECKING:
     from ember.models.files.hparams.hparams import ModelHParams
     from ember.models.files.safetensors import SafetensorsModel
 
-_DIGEST_SAMPLE = 1 << 20  # bytes hashed from each sampled region of a weight file
-
-
 @dataclass
 class ModelSource:
     """A model's description, config and tensors under GGUF names, plus where it came from."""
@@ -37,41 +33,24 @@ class ModelSource:
     hparams: ModelHParams
     config: ModelConfig
     tensors: dict[str, WeightTensor]
-    digest: str
+    digest: str  # the content digest app resolved (ModelFiles.digest); "" = none given
     keepalive: Any = None  # the opened model whose mmaps back the tensors
 
 
-def open_model(path: str | Path) -> ModelSource:
+def open_model(path: str | Path, digest: str = "") -> ModelSource:
     """Validate a GGUF file or an HF folder and read its header; tensors stay on disk until used."""
     path = Path(path)
     if path.is_dir() or (path.suffix.lower() == ".safetensors" and path.is_file()):
-        return _open_safetensors(path)
+        return _open_safetensors(path, digest)
     if not path.exists():
         raise ModelFileError(f"{path}: no such model file or folder")
     from ember.models.files.pickles import refuse_pickle
 
     refuse_pickle(path)  # a .bin/.pt given as the model: refused by name or content, never read
-    return _open_gguf(path)
+    return _open_gguf(path, digest)
 
 
-def _file_digest(files: list[Path]) -> str:
-    """SHA-256 over sizes and sampled regions (head, middle, tail) of the weight files."""
-    h = hashlib.sha256()
-    for f in files:
-        size = f.stat().st_size
-        h.update(f"{f.name}:{size}".encode())
-        with f.open("rb") as fh:
-            for start in (
-                0,
-                max(0, size // 2 - _DIGEST_SAMPLE // 2),
-                max(0, size - _DIGEST_SAMPLE),
-            ):
-                fh.seek(start)
-                h.update(fh.read(_DIGEST_SAMPLE))
-    return h.hexdigest()
-
-
-def _open_gguf(path: Path) -> ModelSource:
+def _open_gguf(path: Path, digest: str) -> ModelSource:
     from ember.models.files.gguf import open_gguf
 
     model = open_gguf(path)  # bounded header check; tensors are zero-copy mmap views
@@ -82,11 +61,10 @@ def _open_gguf(path: Path) -> ModelSource:
         for name, t in model.tensors.items()
     }
     config = model_config(hp, spec)
-    digest = _file_digest(model.shards)
     return ModelSource(path, "gguf", spec, hp, config, tensors, digest, keepalive=model)
 
 
-def _open_safetensors(path: Path) -> ModelSource:
+def _open_safetensors(path: Path, digest: str) -> ModelSource:
     from ember.models.files.hparams.tensors import gguf_tensor_name
     from ember.models.files.safetensors import open_safetensors
 
@@ -99,7 +77,6 @@ def _open_safetensors(path: Path) -> ModelSource:
         if name is not None:
             tensors[name] = WeightTensor(name, entry.shape, F32, load=_loader(model, hf_name))
     config = model_config(hp, spec)
-    digest = _file_digest(model.shards)
     return ModelSource(
         model.folder, "safetensors", spec, hp, config, tensors, digest, keepalive=model
     )
