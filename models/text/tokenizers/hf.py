@@ -61,6 +61,9 @@ class HFTokenizer:
         config = read_tokenizer_config(self.folder)
         generation = optional_json(self.folder / "generation_config.json")
         self._added = {t["id"]: t["content"] for t in data.get("added_tokens", [])}
+        self.special_ids = frozenset(
+            t["id"] for t in data.get("added_tokens", []) if t.get("special")
+        )
         self._byte_level = "ByteLevel" in _types(data.get("decoder")) | _types(
             data.get("pre_tokenizer")
         )
