@@ -93,9 +93,11 @@ def config_edits(draw: st.DrawFn) -> dict[str, Any]:
     for path, value in draw(
         st.lists(st.tuples(st.sampled_from(CONFIG_PATHS), JSON_VALUES), min_size=1, max_size=4)
     ):
+        target = config
         inner = config.get("text_config")
-        into_text = isinstance(inner, dict) and path[0] != "text_config" and draw(st.booleans())
-        put(inner if into_text else config, path, value)
+        if isinstance(inner, dict) and path[0] != "text_config" and draw(st.booleans()):
+            target = inner  # into the text_config
+        put(target, path, value)
     return config
 
 

@@ -247,7 +247,7 @@ _SIZES = {
     "vocab_size": 40,
 }
 # (architectures, transformers config class, extra keys): configs that leave keys out
-_MINIMAL = {
+_MINIMAL: dict[str, tuple[str, str, dict[str, Any]]] = {
     "llama": ("LlamaForCausalLM", "LlamaConfig", {}),
     "llama_yarn": (
         "LlamaForCausalLM",

@@ -59,7 +59,7 @@ def test_config_values_give_hparams_or_a_clean_error(config: dict[str, Any]) -> 
 def test_gguf_values_give_hparams_or_a_clean_error(
     metadata: dict[str, Any], n_tokens: int | None
 ) -> None:
-    shapes = {"token_embd.weight": (100, 64)}
+    shapes: dict[str, tuple[int, ...]] = {"token_embd.weight": (100, 64)}
     try:
         hp = hparams_from_gguf(metadata, n_tokens, shapes, "m.gguf")
     except ModelFileError as exc:

@@ -28,7 +28,10 @@ def _config(change: dict[str, Any]) -> Edit:
 
 
 def _raw(name: str, content: bytes) -> Edit:
-    return lambda folder: (folder / name).write_bytes(content)
+    def edit(folder: Path) -> None:
+        (folder / name).write_bytes(content)
+
+    return edit
 
 
 def _torch_zip(folder: Path) -> None:
