@@ -300,24 +300,22 @@ def routes(pool: ModelPool, guard: Guard) -> list[Route]:
         return JSONResponse({"models": [pool.describe(n, loaded=True) for n in pool.loaded()]})
 
     async def show(request: Request) -> Response:
+        import anyio
+
+        from ember.app.server.model_facts import model_facts, show_body
+
         try:
             body = await read_json(request, guard.max_body_bytes)
             name = body.get("model") or body.get("name") if isinstance(body, dict) else None
             if not isinstance(name, str) or not pool.serves(name):
                 raise RequestInvalid("model", pool.unknown_model_message(str(name)), status=404)
+            if body.get("verbose"):
+                raise RequestInvalid("verbose", "long metadata arrays are not shown", status=400)
         except RequestInvalid as exc:
             return error(exc)
         card = pool.describe(name)
-        return JSONResponse(
-            {
-                "modelfile": f"FROM {name}\n",
-                "parameters": "",
-                "template": "",
-                "details": card["details"],
-                "model_info": {"general.architecture": card["details"]["family"]},
-                "capabilities": ["completion", "tools"],
-            }
-        )
+        facts = await anyio.to_thread.run_sync(model_facts, name)
+        return JSONResponse(show_body(name, card, facts))
 
     async def generate(request: Request, chat: bool) -> Response:
         started = time.perf_counter()

@@ -125,3 +125,19 @@ def test_refusals_name_the_field(server: str) -> None:
         ollama.Client(host=server, timeout=300).embed(
             model=MODEL, input="cat", options={"temperature": 0.5}
         )
+
+
+def test_ollama_show_tells_the_model_files(server: str) -> None:
+    import ollama
+
+    client = ollama.Client(host=server, timeout=300)
+    chat = client.show(MODEL)
+    assert "<start_of_turn>" in (chat.template or "")  # Gemma's own template
+    assert chat.modelinfo is not None and chat.modelinfo["gemma3.embedding_length"] == 640
+    assert chat.modelinfo["tokenizer.ggml.tokens"] is None  # a 262k array is left out
+    assert chat.capabilities == ["completion", "tools", "embedding"]
+    bert = client.show(BERT)
+    assert bert.capabilities == ["embedding"]
+    assert bert.modelinfo is not None and bert.modelinfo["bert.pooling_type"] == 1
+    response = httpx.post(f"{server}/api/show", json={"model": MODEL, "verbose": True})
+    assert response.status_code == 400 and response.json()["error"].startswith("verbose:")
