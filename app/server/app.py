@@ -191,7 +191,7 @@ def create_app(
         return JSONResponse({"unloaded": name})
 
     routes = [
-        *ollama.routes(pool, guard),
+        *ollama.routes(pool, guard, embedders),
         *ollama_models.routes(pool, guard),
         *embeddings.routes(embedders, guard),
         Route("/ember/unload", unload, methods=["POST"]),

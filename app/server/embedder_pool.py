@@ -12,6 +12,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 from ember.app.server.errors import RequestInvalid
 from ember.app.server.pool import ModelPool
@@ -36,6 +37,13 @@ class EmbedderPool:
 
     def loaded(self) -> list[str]:
         return list(self._loaded)
+
+    def expires_at(self, name: str) -> str:
+        """When a loaded embedder's keep_alive ends (ISO 8601 UTC; far off when it has none)."""
+        deadline = self._expires.get(name)
+        left = (deadline - time.monotonic()) if deadline is not None else 10 * 365 * 86400
+        expires = datetime.fromtimestamp(time.time() + max(0.0, left), UTC)
+        return expires.isoformat().replace("+00:00", "Z")
 
     async def acquire(self, requested: str | None) -> tuple[str, Embedder]:
         """The embedder for a request's model (loaded in a worker thread); release() after."""

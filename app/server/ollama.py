@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from starlette.responses import Response
     from starlette.routing import Route
 
+    from ember.app.server.embedder_pool import EmbedderPool
     from ember.app.server.pool import ModelPool
     from ember.app.server.security import Guard
 
@@ -280,8 +281,8 @@ class _Reply:
         return merged
 
 
-def routes(pool: ModelPool, guard: Guard) -> list[Route]:
-    """The /api/* routes."""
+def routes(pool: ModelPool, guard: Guard, embedders: EmbedderPool | None = None) -> list[Route]:
+    """The /api/* routes (embedders: also listed by /api/ps)."""
     from starlette.responses import JSONResponse, StreamingResponse
     from starlette.routing import Route
 
@@ -297,7 +298,13 @@ def routes(pool: ModelPool, guard: Guard) -> list[Route]:
         return JSONResponse({"models": [pool.describe(n) for n in pool.names()]})
 
     async def ps(request: Request) -> Response:
-        return JSONResponse({"models": [pool.describe(n, loaded=True) for n in pool.loaded()]})
+        cards = [pool.describe(n, loaded=True) for n in pool.loaded()]
+        if embedders is not None:
+            for name in embedders.loaded():
+                if name not in pool.loaded():  # loaded for embeddings only
+                    expires = {"expires_at": embedders.expires_at(name), "size_vram": 0}
+                    cards.append(pool.describe(name) | expires)
+        return JSONResponse({"models": cards})
 
     async def show(request: Request) -> Response:
         import anyio

@@ -5,7 +5,9 @@ naming its field. (tests/app/server/test_embeddings_real.py runs a real `ember s
 from __future__ import annotations
 
 import base64
+import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import httpx
@@ -165,10 +167,14 @@ def test_keep_alive_zero_unloads_and_ember_stop(server: str, loader: Embedders) 
         assert httpx.post(f"{server}/api/embed", json=body).status_code == 200
 
     embed(keep_alive=0)  # unloaded once done
+    assert "bert" not in [m["name"] for m in httpx.get(f"{server}/api/ps").json()["models"]]
     before = len(loader.loads)
     embed()
-    embed()
+    embed(keep_alive="5m")
     assert loader.loads[before:] == ["bert"]  # loaded again once, then kept
+    (card,) = [m for m in httpx.get(f"{server}/api/ps").json()["models"] if m["name"] == "bert"]
+    expires = datetime.fromisoformat(card["expires_at"].replace("Z", "+00:00")).timestamp()
+    assert 240 < expires - time.time() <= 300  # keep_alive "5m"
     unloaded = httpx.post(f"{server}/ember/unload", json={"model": "bert"})
     assert unloaded.status_code == 200 and unloaded.json() == {"unloaded": "bert"}
     assert httpx.post(f"{server}/ember/unload", json={"model": "bert"}).status_code == 404
