@@ -127,7 +127,7 @@ class LlamaCppEmbedder:
                 start = end
         if normalize:
             norms = np.linalg.norm(out, axis=1, keepdims=True)
-            out = out / np.where(norms > 0, norms, 1.0)
+            out /= np.where(norms > 0, norms, np.float32(1.0))
         return Embeddings(out, tuple(len(x) for x in ids))
 
     def _ids(self, index: int, item: EmbeddingInput, truncate: bool) -> list[int]:

@@ -59,7 +59,7 @@ def server(loader: Embedders) -> Iterator[str]:
         yield url
 
 
-def _openai(url: str):  # type: ignore[no-untyped-def]
+def _openai(url: str):
     import openai
 
     return openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=60)
@@ -132,7 +132,7 @@ def test_ollama_client_embed_and_legacy(server: str) -> None:
         ({"model": "rank", "input": "cat"}, "model"),
     ],
 )
-def test_openai_refusals_name_the_field(server: str, body: dict, param: str) -> None:  # type: ignore[type-arg]
+def test_openai_refusals_name_the_field(server: str, body: dict, param: str) -> None:
     response = httpx.post(f"{server}/v1/embeddings", json=body, timeout=60)
     assert response.status_code == 422, response.text
     assert response.json()["error"]["param"] == param
@@ -155,7 +155,7 @@ def test_unknown_model_is_404(server: str) -> None:
         ("/api/embeddings", {"model": "bert", "input": "cat"}, "input"),
     ],
 )  # fmt: skip
-def test_ollama_refusals_name_the_field(server: str, path: str, body: dict, field: str) -> None:  # type: ignore[type-arg]
+def test_ollama_refusals_name_the_field(server: str, path: str, body: dict, field: str) -> None:
     response = httpx.post(f"{server}{path}", json=body, timeout=60)
     assert response.status_code == 400, response.text
     assert response.json()["error"].startswith(f"{field}:")

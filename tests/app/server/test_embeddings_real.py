@@ -67,7 +67,7 @@ def server(starter_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Iter
         assert "Traceback" not in (home / "serve.log").read_text()
 
 
-def _openai(url: str):  # type: ignore[no-untyped-def]
+def _openai(url: str):
     import openai
 
     return openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=300)

@@ -28,13 +28,13 @@ def bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def embedder(bert: Path):  # type: ignore[no-untyped-def]
+def embedder(bert: Path):
     loaded = load_embedder(OPTIONS, _files(bert))
     yield loaded
     loaded.close()
 
 
-def test_info_comes_from_the_file(embedder) -> None:  # type: ignore[no-untyped-def]
+def test_info_comes_from_the_file(embedder) -> None:
     info = embedder.info
     assert (info.architecture, info.dimensions, info.pooling, info.trained) == (
         "bert", HIDDEN, "mean", True
@@ -42,7 +42,7 @@ def test_info_comes_from_the_file(embedder) -> None:  # type: ignore[no-untyped-
     assert info.context_limit == CONTEXT and info.runner == "llama.cpp"
 
 
-def test_vectors_match_llama_cpp_python(embedder, bert: Path) -> None:  # type: ignore[no-untyped-def]
+def test_vectors_match_llama_cpp_python(embedder, bert: Path) -> None:
     from llama_cpp import Llama
 
     reference = Llama(str(bert), embedding=True, n_ctx=CONTEXT, n_threads=1, verbose=False)
@@ -57,7 +57,7 @@ def test_vectors_match_llama_cpp_python(embedder, bert: Path) -> None:  # type: 
     assert got.token_counts[1] == 4 and got.prompt_tokens == sum(got.token_counts)
 
 
-def test_batching_and_normalizing(embedder) -> None:  # type: ignore[no-untyped-def]
+def test_batching_and_normalizing(embedder) -> None:
     together = embedder.embed(TEXTS).vectors
     alone = np.stack([embedder.embed([t]).vectors[0] for t in TEXTS])
     np.testing.assert_allclose(together, alone, atol=1e-5)
@@ -66,7 +66,7 @@ def test_batching_and_normalizing(embedder) -> None:  # type: ignore[no-untyped-
     np.testing.assert_allclose(many[-4:], together, atol=1e-5)
 
 
-def test_token_ids_and_bad_inputs(embedder) -> None:  # type: ignore[no-untyped-def]
+def test_token_ids_and_bad_inputs(embedder) -> None:
     ids = embedder.tokenize("hello world")
     np.testing.assert_allclose(
         embedder.embed([ids]).vectors, embedder.embed(["hello world"]).vectors, atol=1e-6
