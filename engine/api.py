@@ -348,6 +348,27 @@ class EngineInfo:
     tool_format: str = "generic"  # how the model writes tool calls (models/text/tool_calls)
 
 
+HealthStatus = Literal["ok", "wedged", "dead", "closed"]
+
+
+@dataclass(frozen=True)
+class Health:
+    """Whether a backend can serve requests now (the server's /health reports it).
+
+    ok: serving (possibly busy). wedged: one engine step (or call) has run longer than the
+    backend's limit, so new requests would wait behind it. dead: the engine cannot serve any more
+    (its thread ended, or it failed beyond recovery); every new request fails at once with
+    `detail`. closed: close() was called.
+    """
+
+    status: HealthStatus = "ok"
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
 class EventStream:
     """The event queue behind every RequestHandle: a producer thread push()es events, any
     thread iterates them; result() waits for the Finished event. Subclasses add abort()."""
@@ -406,6 +427,10 @@ class Backend(Protocol):
     def submit(self, request: GenerationRequest) -> RequestHandle: ...
 
     def count_tokens(self, request: GenerationRequest) -> int: ...
+
+    def health(self) -> Health:
+        """Liveness: cheap, never blocks, callable from any thread."""
+        ...
 
     def close(self) -> None: ...
 

@@ -24,6 +24,7 @@ from ember.engine.api import (
     Finished,
     GenerationRequest,
     ModelFiles,
+    Stats,
 )
 from ember.engine.block_manager import BlockManager
 from ember.engine.constraint import ConstraintCompiler
@@ -46,6 +47,7 @@ from ember.engine.speculative.verify import (
     verify_sampled,
 )
 from ember.engine.streaming import SinkWindow
+from ember.text import describe
 
 if TYPE_CHECKING:
     from ember.engine.prefix_store import PrefixStore
@@ -285,6 +287,17 @@ class Engine:
         if seq is not None:
             self._complete(self._states[seq_id], "abort")
 
+    def fail_request(self, request_id: int, error: str) -> None:
+        """End one request with reason "error" after an unexpected failure: its blocks are
+        freed, its last event carries `error`; the other requests and the engine go on."""
+        seq_id = self._seq_of_request.get(request_id)
+        state = self._states.get(seq_id) if seq_id is not None else None
+        if state is None:  # already finished: its Finished event went out
+            return
+        state.seq.finish_reason = "error"
+        self.scheduler.abort(state.seq.seq_id)
+        self._complete(state, "error", error)
+
     @property
     def has_work(self) -> bool:
         return self.scheduler.has_work
@@ -327,9 +340,13 @@ class Engine:
             return
         now = time.perf_counter()
         for item, rows in zip(out.scheduled, logits, strict=True):
-            self._after_forward(
-                item, rows, now, (now - started) * len(item.token_ids) / batch.num_tokens
-            )
+            try:
+                self._after_forward(
+                    item, rows, now, (now - started) * len(item.token_ids) / batch.num_tokens
+                )
+            except Exception as exc:  # sampling, detokenizing, a stop rule: this request only
+                log.exception("request %d failed", item.seq.request_id)
+                self.fail_request(item.seq.request_id, f"request failed: {describe(exc)}")
 
     def _seq_step(self, item: ScheduledSeq) -> SeqStep:
         seq = item.seq
@@ -436,10 +453,15 @@ class Engine:
 
     def _complete(self, state: RequestState, reason: str, error: str = "") -> None:
         seq = state.seq
-        self.runner.release(seq.seq_id)
         self._states.pop(seq.seq_id, None)
         self._seq_of_request.pop(seq.request_id, None)
-        state.finish(reason, error, self.info, self.context_limit)
+        try:
+            self.runner.release(seq.seq_id)
+            state.finish(reason, error, self.info, self.context_limit)
+        except Exception as exc:  # the request still gets its last event
+            log.exception("request %d: finishing failed", seq.request_id)
+            message = error or f"request failed: {describe(exc)}"
+            state.on_event(Finished("error", "", (), Stats(), message))
 
     def _stop_ids(self, request: GenerationRequest) -> frozenset[int]:
         ids = set(request.sampling.stop_token_ids)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tests.fixtures.tiny_models import tiny_models  # noqa: F401
+from tests.tools import check_required_tools
 
 if TYPE_CHECKING:
     from ember.engine.api import ModelFiles
@@ -61,3 +62,7 @@ def model_files(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Path], Mo
 def starter_files(starter_gguf: Path, model_files: Callable[[Path], ModelFiles]) -> ModelFiles:
     """The starter model as the engine gets it from app."""
     return model_files(starter_gguf)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    check_required_tools(item)  # tests marked requires_tool: skip, or fail in CI (tests/tools.py)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:
     from ember.app.config import Settings
@@ -42,19 +43,40 @@ def run(args: argparse.Namespace) -> int:
         settings, **{k: v for k, v in overrides.items() if v is not None}
     )
     history = History.open(paths.history_db)
+    log = paths.cache_dir / "engine.log"
     try:
         app = _build_app(args.fake, settings, history, paths)
         app.first_run_check = args.model is None  # a model named on the command line: no welcome
         from ember.tui.stderr_guard import native_stderr_to
 
         try:
-            with native_stderr_to(paths.cache_dir / "engine.log"):
+            with native_stderr_to(log):
                 app.run()
         finally:
             app.host.close()  # after the screen is restored: an engine step may take a moment
     finally:
         history.close()
+    if app.return_code:  # Textual stopped on an exception: never exit 0 after that
+        _fail(getattr(app, "_exception", None), log)
     return 0
+
+
+def _fail(exc: BaseException | None, log: Path) -> NoReturn:
+    """Keep the traceback in the log and end with one line naming it."""
+    import traceback
+
+    from ember.errors import EmberError
+    from ember.text import describe
+
+    if exc is not None:
+        try:
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with log.open("a", encoding="utf-8") as f:
+                f.write("".join(traceback.format_exception(exc)))
+        except OSError:
+            pass
+    reason = describe(exc) if exc is not None else "an unexpected error"
+    raise EmberError(f"the chat app stopped on {reason} (details in {log})")
 
 
 def _build_app(fake: bool, settings: Settings, history: History, paths: Paths) -> EmberApp:

@@ -115,15 +115,19 @@ def _request(args: argparse.Namespace, prompt: str, settings: Any) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ember.app.commands._input_text import argument_text, stdin_text
     from ember.app.config import load_settings
     from ember.app.loading import load_backend
     from ember.app.options import EngineFlags, engine_options
     from ember.engine.api import Finished, TextDelta
     from ember.engine.errors import EngineError
+    from ember.text import visible
 
     settings = load_settings()
     options = engine_options(args.model, settings, EngineFlags.from_args(args))
-    prompt = args.prompt if args.prompt is not None else sys.stdin.read()
+    prompt = argument_text(args.prompt, "prompt") if args.prompt is not None else stdin_text()
+    if args.system is not None:
+        args.system = argument_text(args.system, "--system")
     if not prompt.strip():
         raise EngineError("empty prompt: give PROMPT or pipe text on stdin")
     request = _request(args, prompt, settings)
@@ -131,10 +135,13 @@ def run(args: argparse.Namespace) -> int:
     final: Finished | None = None
     try:
         handle = backend.submit(request)
+        # on a terminal a reply cannot act on it (escape sequences shown, not run); piped, it is
+        # written byte for byte
+        shown = visible if sys.stdout.isatty() else str
         try:
             for event in handle:
                 if isinstance(event, TextDelta):
-                    sys.stdout.write(event.text)
+                    sys.stdout.write(shown(event.text))
                     sys.stdout.flush()
                 else:
                     final = event

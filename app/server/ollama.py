@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ember.app.server import chat_fields
 from ember.app.server.errors import RequestInvalid
-from ember.app.server.io import next_event, read_json
+from ember.app.server.io import next_event, plain_error, read_json
 from ember.app.server.openai import ReplySplitter
 from ember.engine.api import (
     ChatMessage,
@@ -287,9 +287,7 @@ def routes(pool: ModelPool, guard: Guard, embedders: EmbedderPool | None = None)
     from starlette.routing import Route
 
     def error(exc: RequestInvalid) -> Response:
-        from starlette.responses import JSONResponse as Json
-
-        return Json({"error": str(exc)}, status_code=exc.status)
+        return plain_error(exc.status, str(exc))
 
     async def version(request: Request) -> Response:
         return JSONResponse({"version": VERSION})
@@ -334,7 +332,7 @@ def routes(pool: ModelPool, guard: Guard, embedders: EmbedderPool | None = None)
         except RequestInvalid as exc:
             return error(exc)
         except EmberError as exc:
-            return JSONResponse({"error": str(exc)}, status_code=503)
+            return plain_error(503, str(exc))
         if gen is None:  # load / unload only
             pool.release(name, keep_alive_s=keep)
             done = {"model": name, "created_at": _now(), "response": "", "done": True}
@@ -343,7 +341,7 @@ def routes(pool: ModelPool, guard: Guard, embedders: EmbedderPool | None = None)
             handle = backend.submit(gen)
         except EmberError as exc:
             pool.release(name, keep_alive_s=keep)
-            return JSONResponse({"error": str(exc)}, status_code=400)
+            return plain_error(400, str(exc))
         reply = _Reply(name, chat, backend.info.tool_format, bool(gen.offered_tools))
 
         async def lines() -> AsyncIterator[str]:
@@ -374,7 +372,7 @@ def routes(pool: ModelPool, guard: Guard, embedders: EmbedderPool | None = None)
         finally:
             pool.release(name, keep_alive_s=keep)
         if fin.reason == "error":
-            return JSONResponse({"error": fin.error}, status_code=400 if fin.refused else 500)
+            return plain_error(400 if fin.refused else 500, fin.error)
         return JSONResponse(reply.whole(fin, started))
 
     async def chat(request: Request) -> Response:
