@@ -18,7 +18,7 @@ from ember.app.server.embedding_schema import (
     parse_openai,
 )
 from ember.app.server.errors import RequestInvalid
-from ember.app.server.io import error_response, read_json
+from ember.app.server.io import error_response, plain_error, read_json
 from ember.engine.embedding import CannotEmbed, Embeddings, InputRejected
 from ember.errors import EmberError
 
@@ -99,9 +99,9 @@ def routes(pool: EmbedderPool, guard: Guard) -> list[Route]:
             req = parse_ollama(await read_json(request, guard.max_body_bytes), legacy=legacy)
             name, result, load_s = await _embed(pool, req, 400)
         except RequestInvalid as exc:
-            return JSONResponse({"error": str(exc)}, status_code=exc.status)
+            return plain_error(exc.status, str(exc))
         except EmberError as exc:
-            return JSONResponse({"error": str(exc)}, status_code=503)
+            return plain_error(503, str(exc))
         if legacy:
             return JSONResponse({"embedding": result.vectors[0].tolist()})
         return JSONResponse(
