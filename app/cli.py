@@ -71,6 +71,11 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except Exception as exc:  # a bug or an input no check caught: one line, traceback in the log
+        from ember.app.crash import report
+
+        print(f"ember: error: {escape(report(f'ember {args.command}', exc))}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ def run(args: argparse.Namespace) -> int:
     import dataclasses
 
     from ember.app.config import load_settings
+    from ember.app.crash import log_path
     from ember.app.history.store import History
     from ember.paths import get_paths
 
@@ -43,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         settings, **{k: v for k, v in overrides.items() if v is not None}
     )
     history = History.open(paths.history_db)
-    log = paths.cache_dir / "engine.log"
+    log = log_path()
     try:
         app = _build_app(args.fake, settings, history, paths)
         app.first_run_check = args.model is None  # a model named on the command line: no welcome
@@ -63,20 +64,12 @@ def run(args: argparse.Namespace) -> int:
 
 def _fail(exc: BaseException | None, log: Path) -> NoReturn:
     """Keep the traceback in the log and end with one line naming it."""
-    import traceback
-
+    from ember.app.crash import report
     from ember.errors import EmberError
-    from ember.text import describe
 
-    if exc is not None:
-        try:
-            log.parent.mkdir(parents=True, exist_ok=True)
-            with log.open("a", encoding="utf-8") as f:
-                f.write("".join(traceback.format_exception(exc)))
-        except OSError:
-            pass
-    reason = describe(exc) if exc is not None else "an unexpected error"
-    raise EmberError(f"the chat app stopped on {reason} (details in {log})")
+    if exc is None:
+        raise EmberError(f"the chat app stopped on an unexpected error (details in {log})")
+    raise EmberError(report("the chat app", exc, log))
 
 
 def _build_app(fake: bool, settings: Settings, history: History, paths: Paths) -> EmberApp:

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from ember.app.options import add_engine_flags
+from ember.app.options import add_engine_flags, add_repetition_flags
 
 NAME = "run"
 HELP = "Generate a reply to one prompt and stream it to stdout (prompt from stdin if omitted)."
@@ -44,6 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--repeat-penalty", type=float, help="llama.cpp's repetition penalty (1 = off)"
     )
     parser.add_argument("--seed", type=int, help="random seed for reproducible sampling")
+    add_repetition_flags(parser)
     shape = parser.add_mutually_exclusive_group()
     shape.add_argument(
         "--json-schema",
@@ -99,10 +100,10 @@ def constraint_from_args(args: argparse.Namespace) -> Any:
 
 
 def _request(args: argparse.Namespace, prompt: str, settings: Any) -> Any:
-    from ember.app.options import SAMPLING_FLAGS, sampling_params
+    from ember.app.options import REPETITION_FLAGS, SAMPLING_FLAGS, sampling_params
     from ember.engine.api import ChatMessage, GenerationRequest
 
-    flags = {name: getattr(args, name) for name in SAMPLING_FLAGS}
+    flags = {name: getattr(args, name) for name in (*SAMPLING_FLAGS, *REPETITION_FLAGS)}
     sampling = sampling_params(settings, flags, seed=args.seed)
     constraint = constraint_from_args(args)
     if args.raw:
@@ -158,6 +159,7 @@ def run(args: argparse.Namespace) -> int:
         stats = final.stats
         record: dict[str, Any] = {
             "text": final.text,
+            "finish_reason": final.reason,
             "token_ids": list(final.token_ids),
             "runner": stats.runner,
             "device": stats.device,

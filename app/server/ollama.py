@@ -225,7 +225,7 @@ def _final(fin: Finished, started: float) -> dict[str, Any]:
     decode_ns = int(stats.generated_tokens / stats.decode_tok_s * 1e9) if stats.decode_tok_s else 0
     return {
         "done": True,
-        "done_reason": "length" if fin.reason == "length" else "stop",
+        "done_reason": "length" if fin.reason in ("length", "loop") else "stop",  # loop: cut short
         "total_duration": total_ns,
         "load_duration": 0,
         "prompt_eval_count": stats.prompt_tokens,

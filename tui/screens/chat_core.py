@@ -34,7 +34,13 @@ from ember.tui.widgets.status_bar import StatusBar
 if TYPE_CHECKING:
     from ember.tui.app import EmberApp
 
-_FINAL_STATUS = {"stop": "complete", "length": "complete", "abort": "stopped", "error": "error"}
+_FINAL_STATUS = {
+    "stop": "complete",
+    "length": "complete",
+    "loop": "complete",
+    "abort": "stopped",
+    "error": "error",
+}
 FLUSH_INTERVAL_S = 0.5  # how often a streaming reply's text is written to the history
 
 
@@ -217,6 +223,10 @@ class ChatCore(Screen[None]):
         self.update_status("idle")
         if finished.reason == "error":
             self.notify(f"generation failed: {finished.error}", severity="error", markup=False)
+        elif finished.reason == "loop":
+            self.notify(
+                "The reply was stopped: it kept repeating itself.", severity="warning", markup=False
+            )
 
     @on(ReplyFailed)
     async def _reply_failed(self, event: ReplyFailed) -> None:
