@@ -20,6 +20,7 @@ from typing import Any
 
 from ember.app.errors import HistoryError
 from ember.app.history.lock import HistoryLock
+from ember.app.history.parts import MessagePart, parts_from_json, parts_to_json
 
 MessageStatus = str  # complete | streaming | stopped | interrupted | error
 
@@ -65,9 +66,15 @@ def _statements(db: sqlite3.Connection, script: str) -> None:
             db.execute(statement)
 
 
+def _m002_message_parts(db: sqlite3.Connection) -> None:
+    # a reply's reasoning, tool calls and tool results (app/history/parts.py), as a JSON list
+    db.execute("ALTER TABLE messages ADD COLUMN parts_json TEXT NOT NULL DEFAULT '[]'")
+
+
 # Append-only: never edit or reorder an entry, add m002_... for a schema change.
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("m001_initial", _m001_initial),
+    ("m002_message_parts", _m002_message_parts),
 ]
 
 
@@ -97,6 +104,22 @@ class Message:
     status: MessageStatus
     created_at: float
     stats: dict[str, Any] = field(default_factory=dict)
+    parts: tuple[MessagePart, ...] = ()  # reasoning, tool calls and results (parts.py)
+
+
+@dataclass(frozen=True)
+class TreeMessage:
+    """A message to insert with `History.add_tree`: `key` and `parent_key` are the caller's
+    own ids (an export file's), mapped to new ids; a parent comes before its children."""
+
+    key: int
+    parent_key: int | None
+    role: str
+    content: str
+    status: MessageStatus = "complete"
+    created_at: float = 0.0
+    stats: dict[str, Any] = field(default_factory=dict)
+    parts: tuple[MessagePart, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -119,6 +142,7 @@ def _message(row: sqlite3.Row) -> Message:
     return Message(
         row["id"], row["conversation_id"], row["parent_id"], row["role"], row["content"],
         row["status"], row["created_at"], json.loads(row["stats_json"]),
+        parts_from_json(row["parts_json"]),
     )  # fmt: skip
 
 
@@ -236,14 +260,16 @@ class History:
         content: str,
         parent_id: int | None,
         status: MessageStatus = "complete",
+        parts: tuple[MessagePart, ...] = (),
     ) -> Message:
         """Append a message under parent_id and make it the conversation's shown leaf."""
         now = time.time()
         with self._db:
             cur = self._db.execute(
-                "INSERT INTO messages (conversation_id, parent_id, role, content, status, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (conversation_id, parent_id, role, content, status, now),
+                "INSERT INTO messages"
+                " (conversation_id, parent_id, role, content, status, created_at, parts_json)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (conversation_id, parent_id, role, content, status, now, parts_to_json(parts)),
             )
             message_id = int(cur.lastrowid or 0)
             self._db.execute(
@@ -266,8 +292,9 @@ class History:
         status: MessageStatus | None = None,
         stats: dict[str, Any] | None = None,
         durable: bool = True,
+        parts: tuple[MessagePart, ...] | None = None,
     ) -> None:
-        """Store a reply's text so far (and its final status and stats).
+        """Store a reply's text so far (and its final status and stats; its parts when given).
 
         durable=False skips the fsync (the text survives a killed process, not a power cut): for
         the periodic saves of a streaming reply, so the UI thread never waits on the disk.
@@ -279,6 +306,9 @@ class History:
         if stats is not None:
             sets.append("stats_json=?")
             args.append(json.dumps(stats))
+        if parts is not None:
+            sets.append("parts_json=?")
+            args.append(parts_to_json(parts))
         if not durable:
             self._db.execute("PRAGMA synchronous=NORMAL")
         try:
@@ -306,6 +336,47 @@ class History:
             ordered.append(by_id[current])
             current = by_id[current].parent_id
         return ordered[::-1]
+
+    def tree(self, conversation_id: int) -> list[Message]:
+        """Every message of a conversation, every branch, oldest first."""
+        rows = self._db.execute(
+            "SELECT * FROM messages WHERE conversation_id=? ORDER BY id", (conversation_id,)
+        ).fetchall()
+        return [_message(r) for r in rows]
+
+    def add_tree(
+        self, conversation: Conversation, messages: list[TreeMessage], leaf_key: int | None
+    ) -> Conversation:
+        """Insert a whole conversation (title, times, system prompt, settings of `conversation`;
+        its id and preset are ignored) and its messages in one transaction: all or nothing."""
+        new_ids: dict[int, int] = {}
+        with self._db:
+            cur = self._db.execute(
+                "INSERT INTO conversations"
+                " (title, created_at, updated_at, system_prompt, settings_json)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (
+                    conversation.title, conversation.created_at, conversation.updated_at,
+                    conversation.system_prompt, json.dumps(conversation.settings),
+                ),
+            )  # fmt: skip
+            conversation_id = int(cur.lastrowid or 0)
+            for m in messages:
+                parent = None if m.parent_key is None else new_ids[m.parent_key]
+                cur = self._db.execute(
+                    "INSERT INTO messages (conversation_id, parent_id, role, content, status,"
+                    " created_at, stats_json, parts_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        conversation_id, parent, m.role, m.content, m.status, m.created_at,
+                        json.dumps(m.stats), parts_to_json(m.parts),
+                    ),
+                )  # fmt: skip
+                new_ids[m.key] = int(cur.lastrowid or 0)
+            leaf = None if leaf_key is None else new_ids[leaf_key]
+            self._db.execute(
+                "UPDATE conversations SET leaf_id=? WHERE id=?", (leaf, conversation_id)
+            )
+        return self.conversation(conversation_id)
 
     def siblings(self, message_id: int) -> list[Message]:
         """The message and its alternatives (same parent), oldest first."""
