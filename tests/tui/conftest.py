@@ -93,7 +93,7 @@ async def send(pilot: Pilot, text: str) -> None:
 
 async def wait_idle(pilot: Pilot) -> None:
     """Wait until no reply is streaming."""
-    await wait_for(pilot, lambda: getattr(pilot.app.screen, "generation", None) is None)
+    await wait_for(pilot, lambda: not pilot.app.session.busy)  # type: ignore[attr-defined]
     await pilot.pause()
 
 
