@@ -19,27 +19,41 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ember.engine.api import ChatMessage, EngineOptions, GenerationRequest, SamplingParams  # noqa: E402
-from ember.engine.engine import Engine  # noqa: E402
+from ember.engine.api import (  # noqa: E402
+    ChatMessage,
+    EngineOptions,
+    Event,
+    Finished,
+    GenerationRequest,
+    SamplingParams,
+)
+from ember.engine.engine import ChatRenderer, Engine  # noqa: E402
 from ember.engine.prefix_store import PrefixStore  # noqa: E402
 from ember.engine.runners.factory import load_parts  # noqa: E402
 from ember.models.registry.starter import starter_path  # noqa: E402
 
+if TYPE_CHECKING:
+    from ember.engine.runners.base import Runner
+    from ember.models.text.tokenizers.base import Tokenizer
+
 QUESTION = "In one word: what color is the sky?"
 
 
-def _system(tokenizer: object, tokens: int) -> str:
+def _system(tokenizer: Tokenizer, tokens: int) -> str:
     sentence = (
         "Ember is a local assistant that answers briefly and cites the context it was given. "
     )
-    per = len(tokenizer.encode(sentence))  # type: ignore[attr-defined]
+    per = len(tokenizer.encode(sentence))
     return sentence * max(1, tokens // per)
 
 
-def _engine(runner, chat, store_dir: Path | None, **options) -> Engine:  # type: ignore[no-untyped-def]
+def _engine(
+    runner: Runner, chat: ChatRenderer | None, store_dir: Path | None, **options: Any
+) -> Engine:  # options: EngineOptions fields
     store = None
     if store_dir is not None:
         info = runner.info
@@ -58,14 +72,17 @@ def _ttft(engine: Engine, system: str, hits: list[int] | None = None) -> float:
     messages = (ChatMessage("system", system), ChatMessage("user", QUESTION))
     request = GenerationRequest(messages=messages, sampling=SamplingParams(max_tokens=1))
     final = list(engine.generate(request))[-1]
+    assert isinstance(final, Finished)
     if hits is not None:
-        hits.append(final.stats.cached_tokens)  # type: ignore[union-attr]
-    return final.stats.ttft_s  # type: ignore[union-attr]
+        hits.append(final.stats.cached_tokens)
+    return final.stats.ttft_s
 
 
-def bench_prefix(runner, chat, args) -> None:  # type: ignore[no-untyped-def]
+def bench_prefix(runner: Runner, chat: ChatRenderer | None, args: argparse.Namespace) -> None:
     system = _system(runner.tokenizer, args.system_tokens)
-    cold, ram, disk = [], [], []
+    cold: list[float] = []
+    ram: list[float] = []
+    disk: list[float] = []
     ram_hits: list[int] = []
     disk_hits: list[int] = []
     for rep in range(args.reps):
@@ -89,7 +106,7 @@ def bench_prefix(runner, chat, args) -> None:  # type: ignore[no-untyped-def]
     )
 
 
-def bench_batch(runner, chat, args) -> None:  # type: ignore[no-untyped-def]
+def bench_batch(runner: Runner, chat: ChatRenderer | None, args: argparse.Namespace) -> None:
     def requests() -> list[GenerationRequest]:
         params = SamplingParams(max_tokens=args.decode, ignore_eos=True)
         return [
@@ -97,7 +114,8 @@ def bench_batch(runner, chat, args) -> None:  # type: ignore[no-untyped-def]
             for i in range(args.batch)
         ]
 
-    solo, together = [], []
+    solo: list[float] = []
+    together: list[float] = []
     for _ in range(args.reps):
         engine = _engine(runner, chat, None, ctx=args.ctx, prefix_cache=False, max_batch=1)
         start = time.perf_counter()
@@ -118,7 +136,7 @@ def bench_batch(runner, chat, args) -> None:  # type: ignore[no-untyped-def]
     )
 
 
-def bench_endless(runner, chat, args) -> None:  # type: ignore[no-untyped-def]
+def bench_endless(runner: Runner, chat: ChatRenderer | None, args: argparse.Namespace) -> None:
     engine = _engine(
         runner, chat, None, ctx=args.window + 64, window=args.window, prefix_cache=False
     )
@@ -127,10 +145,13 @@ def bench_endless(runner, chat, args) -> None:  # type: ignore[no-untyped-def]
         prompt="Tell an endless story.",
         sampling=SamplingParams(max_tokens=args.endless, ignore_eos=True),
     )
-    events: list[object] = []
-    engine.add_request(
-        request, lambda e: (events.append(e), stamps.append((time.perf_counter(), _rss_kib())))
-    )
+    events: list[Event] = []
+
+    def on_event(event: Event) -> None:
+        events.append(event)
+        stamps.append((time.perf_counter(), _rss_kib()))
+
+    engine.add_request(request, on_event)
     while engine.has_work:
         engine.step()
     first = stamps[: min(1000, len(stamps) // 2)]

@@ -9,10 +9,11 @@ from __future__ import annotations
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 
-def _median_seconds(fn, repeats: int) -> float:  # type: ignore[no-untyped-def]
+def _median_seconds(fn: Callable[[], object], repeats: int) -> float:
     times = []
     for _ in range(repeats):
         start = time.perf_counter()

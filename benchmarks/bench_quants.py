@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +32,13 @@ from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ember.models.quants.dequant import dequantize  # noqa: E402
-from ember.models.quants.repack import auto_target, matmul, packed_to_float, repack  # noqa: E402
+from ember.models.quants.repack import (  # noqa: E402
+    Target,
+    auto_target,
+    matmul,
+    packed_to_float,
+    repack,
+)
 
 T = GGMLQuantizationType
 QUANT_TYPES = [
@@ -51,8 +59,9 @@ def ggml_quantize(w: np.ndarray, qtype: GGMLQuantizationType) -> np.ndarray:
     lib = ctypes.CDLL(os.path.join(os.path.dirname(llama_cpp.__file__), "lib", "libggml-base.so"))
     fn = lib.ggml_quantize_chunk
     fn.restype = ctypes.c_size_t
-    fn.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int64] * 3
-    fn.argtypes += [ctypes.c_void_p]
+    # ggml_quantize_chunk(type, src, dst, start, nrows, n_per_row, imatrix)
+    i64 = ctypes.c_int64
+    fn.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, i64, i64, i64, ctypes.c_void_p]
     rows, cols = w.shape
     block_elements, block_bytes = GGML_QUANT_SIZES[qtype]
     out = np.empty((rows, cols // block_elements * block_bytes), dtype=np.uint8)
@@ -95,10 +104,9 @@ def mapped_weights(raw: np.ndarray, qtype: GGMLQuantizationType, shape, packed) 
     blocks = torch.from_numpy(raw).reshape(-1, GGML_QUANT_SIZES[qtype][1])
     deq, dtype = DEQUANTIZERS[qtype], packed.dtype
     if packed.kind == "int4":
-        parts: tuple = (int4_groups(qtype, blocks, deq, dtype),)
-    else:
-        parts = int4x2_groups(qtype, blocks, deq, dtype)
-    return sum(dequant_int4(*part) for part in parts).reshape(shape)
+        return dequant_int4(*int4_groups(qtype, blocks, deq, dtype)).reshape(shape)
+    hi, lo = int4x2_groups(qtype, blocks, deq, dtype)
+    return (dequant_int4(*hi) + dequant_int4(*lo)).reshape(shape)
 
 
 def error_rows(w_src: np.ndarray) -> list[tuple[str, str, float, float, float, float]]:
@@ -125,7 +133,7 @@ def _to_bf16_bytes(w: np.ndarray) -> np.ndarray:
     return torch.from_numpy(w).to(torch.bfloat16).view(torch.uint8).numpy()
 
 
-def _median_seconds(fn, runs: int) -> float:
+def _median_seconds(fn: Callable[[], object], runs: int) -> float:
     fn()  # warm-up
     times = []
     for _ in range(runs):
@@ -139,13 +147,13 @@ def speed_rows(rows: int, cols: int, runs: int) -> list[tuple[str, float, float,
     """(format, MB, dequantize GB/s, repack-auto GB/s, auto target) on random valid blocks."""
     from tests.models.quants.quant_blocks import random_tensor
 
-    out = []
+    out: list[tuple[str, float, float, float, str]] = []
     for qtype in ALL_TYPES:
         raw = random_tensor(qtype, rows, cols, seed=1)
         gb = raw.nbytes / 1e9
-        t_deq = _median_seconds(lambda r=raw, q=qtype: dequantize(r, q, (rows, cols)), runs)
+        t_deq = _median_seconds(functools.partial(dequantize, raw, qtype, (rows, cols)), runs)
         t_rep = _median_seconds(
-            lambda r=raw, q=qtype: repack(r, q, (rows, cols)), max(1, runs // 2)
+            functools.partial(repack, raw, qtype, (rows, cols)), max(1, runs // 2)
         )
         out.append((qtype.name, raw.nbytes / 1e6, gb / t_deq, gb / t_rep, auto_target(qtype)))
     return out
@@ -159,21 +167,21 @@ def matmul_rows(runs: int) -> list[tuple[str, int, dict[str, float]]]:
     """(shape, M, kind -> median microseconds) of matmul on Q8_0 weights repacked to each kind."""
     from tests.models.quants.quant_blocks import random_tensor
 
-    out = []
+    out: list[tuple[str, int, dict[str, float]]] = []
     for n, k in MATMUL_SHAPES:
         raw = random_tensor(T.Q8_0, n, k, seed=2)
-        packed = {kind: repack(raw, T.Q8_0, (n, k), kind) for kind in MATMUL_KINDS}  # type: ignore[arg-type]
+        packed = {kind: repack(raw, T.Q8_0, (n, k), kind) for kind in MATMUL_KINDS}
         for m in (1, 16):
             x = torch.randn(m, k, dtype=torch.bfloat16)
-            times = {
-                kind: 1e6 * _median_seconds(lambda p=p: matmul(x, p), runs * 10)  # noqa: B023
+            times: dict[str, float] = {
+                kind: 1e6 * _median_seconds(functools.partial(matmul, x, p), runs * 10)
                 for kind, p in packed.items()
             }
             out.append((f"{n}x{k}", m, times))
     return out
 
 
-MATMUL_KINDS = ("int4", "int4x2", "int8", "bf16")
+MATMUL_KINDS: tuple[Target, ...] = ("int4", "int4x2", "int8", "bf16")
 
 
 def main() -> int:

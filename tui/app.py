@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual.app import App
 from textual.binding import Binding
 from textual.message import Message
 
 from ember.app.config import Paths, Settings, get_paths
 from ember.app.history.store import History
-from ember.engine.api import EngineOptions
 from ember.errors import EmberError
 from ember.tui.backend_host import BackendFactory, BackendHost
 from ember.tui.chat_config import engine_options
 from ember.tui.chat_session import ChatSession
 from ember.tui.clipboard import copy_fallback
 from ember.tui.model_catalog import ModelCatalog
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from ember.engine.api import EngineOptions
 
 
 class EmberApp(App[None]):
@@ -121,7 +127,7 @@ class EmberApp(App[None]):
             exit_on_error=False,
         )
 
-    def _copy_fallback(self, text: str, cache_dir) -> None:  # type: ignore[no-untyped-def]
+    def _copy_fallback(self, text: str, cache_dir: Path) -> None:
         try:
             where = copy_fallback(text, cache_dir)
         except OSError as exc:

@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ember.app.config import Paths, Settings
+    from ember.app.history.store import History
+    from ember.tui.app import EmberApp
 
 NAME = "chat"
 HELP = "open the chat app (the default when no command is given)"
@@ -49,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _build_app(fake: bool, settings, history, paths):  # type: ignore[no-untyped-def]
+def _build_app(fake: bool, settings: Settings, history: History, paths: Paths) -> EmberApp:
     from ember.tui.app import EmberApp
 
     if fake:

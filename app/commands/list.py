@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ember.models.registry.store import ModelRecord
 
 NAME = "list"
 HELP = "List local models: name, format, architecture, quant, size, last used."
@@ -58,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _hf_cache_hint(records: list) -> str:  # type: ignore[type-arg]
+def _hf_cache_hint(records: list[ModelRecord]) -> str:
     """A line about models in the Hugging Face cache that are not registered yet, or ''."""
     from ember.models.hub.cache import discover
 

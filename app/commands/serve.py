@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ember.engine.api import Backend
 
 NAME = "serve"
 HELP = "Serve registered models over an OpenAI-compatible HTTP API (127.0.0.1 by default)."
@@ -52,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     if not 0 < args.port < 65536:
         raise ConfigError(f"--port {args.port}: must be between 1 and 65535")
 
-    def load(name: str):  # type: ignore[no-untyped-def]
+    def load(name: str) -> Backend:
         return load_engine(
             EngineOptions(
                 model=name,

@@ -60,8 +60,13 @@ class RunnerInfo:
 class Runner(Protocol):
     """Turns a ForwardBatch into logits over a block-addressed KV cache."""
 
-    info: RunnerInfo
-    tokenizer: Tokenizer
+    # Read-only in the contract (the engine never sets them): a runner may keep plain attributes
+    # or properties, and a narrower tokenizer type (FakeTokenizer) still satisfies it.
+    @property
+    def info(self) -> RunnerInfo: ...
+
+    @property
+    def tokenizer(self) -> Tokenizer: ...
 
     def init_kv(self, num_blocks: int, block_size: int) -> None:
         """Allocate (or re-allocate) the KV store for num_blocks blocks of block_size tokens."""

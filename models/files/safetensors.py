@@ -103,8 +103,8 @@ def _collect_entries(
                 )
             entries[name] = entry
     for name, shard_name in (weight_map or {}).items():
-        entry = entries.get(name)
-        if entry is None or entry.shard.name != shard_name:
+        listed = entries.get(name)
+        if listed is None or listed.shard.name != shard_name:
             raise ModelFileError(
                 f"{folder.name}: tensor {name} is not in {shard_name} as the index says"
             )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 from ember.app.cli_reference import END, START, render, splice
@@ -20,6 +21,6 @@ def test_reference_covers_every_subcommand() -> None:
 
     reference = render()
     parser = build_parser()
-    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
-    for name in sub.choices:  # type: ignore[attr-defined]
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name in sub.choices:
         assert f"$ ember {name} --help" in reference

@@ -37,6 +37,12 @@ def make_engine(runner: FakeRunner | None = None, **options: Any) -> Engine:
     return Engine(runner, EngineOptions(model="fake", **options), chat=chat)
 
 
+def fake_of(engine: Engine) -> FakeRunner:
+    """The engine's runner as the FakeRunner the test gave it (reference_logits, counters)."""
+    assert isinstance(engine.runner, FakeRunner)
+    return engine.runner
+
+
 def greedy(max_tokens: int, **kwargs: Any) -> SamplingParams:
     return SamplingParams(max_tokens=max_tokens, ignore_eos=True, **kwargs)
 

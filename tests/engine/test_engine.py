@@ -10,6 +10,7 @@ from ember.engine.runners.fake import FakeRunner
 from ember.engine.sequence import Sequence
 from tests.engine.helpers import (
     RecordingRunner,
+    fake_of,
     greedy,
     make_engine,
     prompt_ids,
@@ -28,7 +29,7 @@ def test_greedy_through_paged_cache_equals_contiguous_reference(
     prompt = prompt_ids(37)
     final = run(engine, GenerationRequest(prompt_ids=prompt, sampling=greedy(30)))
     assert final.reason == "length"
-    assert list(final.token_ids) == reference_greedy(engine.runner, list(prompt), 30)
+    assert list(final.token_ids) == reference_greedy(fake_of(engine), list(prompt), 30)
     assert final.stats.prompt_tokens == 37 and final.stats.generated_tokens == 30
 
 
@@ -51,12 +52,12 @@ def test_prefix_cache_hit_output_equals_cold() -> None:
     cold_out = run(cold, GenerationRequest(prompt_ids=second, sampling=greedy(20)))
     warm = make_engine(block_size=8, window=0)
     run(warm, GenerationRequest(prompt_ids=first, sampling=greedy(5)))
-    computed_before = warm.runner.num_forward_tokens
+    computed_before = fake_of(warm).num_forward_tokens
     warm_out = run(warm, GenerationRequest(prompt_ids=second, sampling=greedy(20)))
     assert warm_out.token_ids == cold_out.token_ids
     assert warm_out.stats.cached_tokens == 40
     assert cold_out.stats.cached_tokens == 0
-    assert warm.runner.num_forward_tokens - computed_before == len(second) - 40 + 19
+    assert fake_of(warm).num_forward_tokens - computed_before == len(second) - 40 + 19
 
 
 def test_second_chat_turn_reuses_the_first() -> None:
@@ -99,10 +100,10 @@ def test_requests_join_and_leave_between_steps() -> None:
     while engine.has_work:
         engine.step()
     assert events[long.request_id][-1].token_ids == tuple(
-        reference_greedy(engine.runner, list(long.prompt_ids or ()), 30)
+        reference_greedy(fake_of(engine), list(long.prompt_ids or ()), 30)
     )
     assert events[short.request_id][-1].token_ids == tuple(
-        reference_greedy(engine.runner, list(short.prompt_ids or ()), 3)
+        reference_greedy(fake_of(engine), list(short.prompt_ids or ()), 3)
     )
 
 
@@ -159,7 +160,7 @@ def test_full_context_without_window_ends_with_length_not_error() -> None:
     engine = make_engine(block_size=4, ctx=32, window=0)
     final = run(engine, GenerationRequest(prompt_ids=prompt_ids(10), sampling=greedy(100)))
     assert final.reason == "length" and final.stats.context_tokens == 32
-    assert final.token_ids == tuple(reference_greedy(engine.runner, list(prompt_ids(10)), 23))
+    assert final.token_ids == tuple(reference_greedy(fake_of(engine), list(prompt_ids(10)), 23))
     with pytest.raises(EngineError, match="does not fit"):
         run(engine, GenerationRequest(prompt_ids=prompt_ids(40), sampling=greedy(2)))
 
@@ -174,9 +175,10 @@ def test_pool_pressure_waits_or_preempts_never_truncates() -> None:
     events = run_all(engine, requests)
     for request in requests:
         final = events[request.request_id][-1]
+        assert isinstance(final, Finished)
         assert final.reason == "length" and final.stats.generated_tokens == 40
         assert list(final.token_ids) == reference_greedy(
-            engine.runner, list(request.prompt_ids or ()), 40
+            fake_of(engine), list(request.prompt_ids or ()), 40
         )
     engine.blocks.check_invariants()
 
@@ -189,7 +191,7 @@ def test_kv_budget_too_small_is_a_clear_error() -> None:
 def test_stop_token_ends_without_emitting_it() -> None:
     engine = make_engine(window=0)
     prompt = prompt_ids(12)
-    ref = reference_greedy(engine.runner, list(prompt), 10)
+    ref = reference_greedy(fake_of(engine), list(prompt), 10)
     stop = ref[6]
     params = SamplingParams(max_tokens=10, ignore_eos=True, stop_token_ids=(stop,))
     final = run(engine, GenerationRequest(prompt_ids=prompt, sampling=params))

@@ -4,7 +4,7 @@ import threading
 
 from ember.engine.api import EngineOptions, Finished, GenerationRequest, TextDelta, load_engine
 from ember.engine.engine_thread import EngineThread
-from tests.engine.helpers import greedy, make_engine, prompt_ids, reference_greedy
+from tests.engine.helpers import fake_of, greedy, make_engine, prompt_ids, reference_greedy
 
 
 def test_concurrent_submits_from_threads_batch_together() -> None:
@@ -24,7 +24,7 @@ def test_concurrent_submits_from_threads_batch_together() -> None:
             t.start()
         for t in threads:
             t.join(timeout=60)
-        runner = backend.engine.runner
+        runner = fake_of(backend.engine)
         for request in requests:
             expected = reference_greedy(runner, list(request.prompt_ids or ()), 20)
             assert list(results[request.request_id].token_ids) == expected

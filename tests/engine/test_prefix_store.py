@@ -10,7 +10,7 @@ from ember.engine.api import EngineOptions, GenerationRequest
 from ember.engine.engine import Engine
 from ember.engine.prefix_store import PrefixStore
 from ember.engine.runners.fake import FakeRunner, fake_chat_ids
-from tests.engine.helpers import greedy, prompt_ids, run
+from tests.engine.helpers import fake_of, greedy, prompt_ids, run
 
 SYSTEM = list(prompt_ids(64, salt=1))
 
@@ -51,7 +51,7 @@ def test_fresh_process_restores_prefix_from_disk(tmp_path: Path) -> None:
     final = run(fresh, _request(3))
     assert final.stats.cached_tokens == 64
     assert final.token_ids == _cold(3)
-    assert fresh.runner.num_forward_tokens == 5 + 11  # only the new tail and the decode steps
+    assert fake_of(fresh).num_forward_tokens == 5 + 11  # only the new tail and the decode steps
 
 
 @pytest.mark.parametrize("damage", ["flip", "truncate", "header"])

@@ -70,28 +70,6 @@ def test_homebrew_formula_is_valid_ruby() -> None:
     assert out.returncode == 0 and "Syntax OK" in out.stdout, out.stderr
 
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out_dir = tmp_path_factory.mktemp("wheel")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "-q",
-            "--no-deps",
-            "--no-build-isolation",
-            "-w",
-            str(out_dir),
-            str(ROOT),
-        ],
-        check=True,
-        timeout=300,
-    )
-    return next(out_dir.glob("ember-*.whl"))
-
-
 def test_wheel_installs_everything_under_ember(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}

@@ -6,6 +6,7 @@ import pytest
 
 from ember.app.config import Settings
 from ember.app.history.store import History
+from ember.tui.app import EmberApp
 from ember.tui.screens.chat import ChatScreen
 from ember.tui.widgets.message_view import MessageView
 from ember.tui.widgets.prompt_input import PromptInput
@@ -16,7 +17,7 @@ from .conftest import SIZE, send, wait_for, wait_idle
 pytestmark = pytest.mark.anyio
 
 
-def _chat(app) -> ChatScreen:  # type: ignore[no-untyped-def]
+def _chat(app: EmberApp) -> ChatScreen:
     screen = app.screen
     assert isinstance(screen, ChatScreen)
     return screen
@@ -59,7 +60,8 @@ async def test_second_turn_sees_history_and_cached_prefix(make_app, history, bac
         await wait_idle(pilot)
         request = backends.last.requests[-1]
         assert [m.content for m in request.messages] == ["one", "Hello **there**, friend.", "two"]
-        assert _chat(app).query_one(StatusBar).info.cached_tokens > 0
+        cached_tokens = _chat(app).query_one(StatusBar).info.cached_tokens
+        assert cached_tokens is not None and cached_tokens > 0
         assert len(backends.built) == 1  # the model is loaded once
 
 
@@ -247,6 +249,7 @@ async def test_quit_while_streaming_keeps_reply_stopped(make_app, history, backe
         await send(pilot, "go")
         chat = _chat(app)
         await wait_for(pilot, lambda: chat.session.reply is not None and chat.session.reply.text)
+        assert chat.session.conversation is not None
         conv_id = chat.session.conversation.id
         await pilot.press("ctrl+q")
     reply = history.path(conv_id)[-1]

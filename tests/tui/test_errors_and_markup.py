@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from textual.widgets import Markdown
 
+from ember.tui.app import EmberApp
 from ember.tui.screens.chat import ChatScreen
 from ember.tui.widgets.message_view import MessageView
 from ember.tui.widgets.prompt_input import PromptInput
@@ -18,7 +19,7 @@ NASTY = (
 )
 
 
-def _notes(app) -> list[str]:  # type: ignore[no-untyped-def]
+def _notes(app: EmberApp) -> list[str]:
     return [str(n.message) for n in app._notifications]
 
 
@@ -40,6 +41,7 @@ async def test_markup_and_ansi_in_reply_render_literally(make_app, history, back
         assert "[link=https://evil.example]x[/link]" in text and "[bold red]loud[/]" in text
         assert "[bold]not bold[/]" in text
         assert "\x1b" not in text and "\u241b[31mred" in text
+        assert chat.session.conversation is not None
         assert history.path(chat.session.conversation.id)[1].content == NASTY
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from textual.pilot import Pilot
 from textual.widgets import DataTable
 
+from ember.tui.app import EmberApp
 from ember.tui.screens.models import ModelsScreen
 from ember.tui.widgets.download_row import DownloadRow
 from ember.tui.widgets.status_bar import StatusBar
@@ -14,11 +16,13 @@ from .conftest import SIZE, screen_text, send, wait_for, wait_idle
 pytestmark = pytest.mark.anyio
 
 
-async def _open(pilot, app) -> ModelsScreen:  # type: ignore[no-untyped-def]
+async def _open(pilot: Pilot[None], app: EmberApp) -> ModelsScreen:
     await pilot.press("ctrl+o")
     await wait_for(pilot, lambda: isinstance(app.screen, ModelsScreen))
     await pilot.pause()
-    return app.screen
+    screen = app.screen
+    assert isinstance(screen, ModelsScreen)
+    return screen
 
 
 async def test_local_models_listed_and_deleted_with_confirm(make_app, catalog) -> None:

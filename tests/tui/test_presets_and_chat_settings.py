@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from textual.pilot import Pilot
+from textual.screen import Screen
 from textual.widgets import Input, TextArea
 
 from ember.tui.screens.chat_settings import ChatSettingsDialog
@@ -14,11 +16,12 @@ from .conftest import SIZE, send, wait_for, wait_idle
 pytestmark = pytest.mark.anyio
 
 
-async def _set_field(pilot, screen, selector: str, value: str) -> None:  # type: ignore[no-untyped-def]
+async def _set_field(pilot: Pilot[None], screen: Screen[object], selector: str, value: str) -> None:
     widget = screen.query_one(selector)
     if isinstance(widget, TextArea):
         widget.load_text(value)
     else:
+        assert isinstance(widget, Input)
         widget.value = value
     await pilot.pause()
 

@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import pytest
 from textual.pilot import Pilot
+from textual.widgets import DataTable
 
 from ember.app.history.store import History
+from ember.tui.app import EmberApp
 from ember.tui.widgets.prompt_input import PromptInput
 from ember.tui.widgets.status_bar import StatusBar
 
 from .conftest import SIZE, wait_for
+
+SnapCompare = Callable[..., bool]  # pytest-textual-snapshot's fixture
+MakeApp = Callable[..., EmberApp]  # conftest.make_app
 
 REPLY = """Sure. Here is a **Python** function:
 
@@ -53,7 +59,7 @@ async def _settle(pilot: Pilot) -> None:
     await pilot.pause()
 
 
-def test_chat_screen(snap_compare, make_app, history) -> None:  # type: ignore[no-untyped-def]
+def test_chat_screen(snap_compare: SnapCompare, make_app: MakeApp, history: History) -> None:
     _seed_chat(history)
 
     async def before(pilot: Pilot) -> None:
@@ -69,20 +75,22 @@ def test_chat_screen(snap_compare, make_app, history) -> None:  # type: ignore[n
     assert snap_compare(make_app(), terminal_size=SIZE, run_before=before)
 
 
-def test_models_screen(snap_compare, make_app) -> None:  # type: ignore[no-untyped-def]
+def test_models_screen(snap_compare: SnapCompare, make_app: MakeApp) -> None:
     async def before(pilot: Pilot) -> None:
         await pilot.press("ctrl+o")
         await wait_for(pilot, lambda: pilot.app.screen.query("#hub"))
         hub = pilot.app.screen.query_one("#hub")
         hub.focus()
         await pilot.press("down", "enter")
-        await wait_for(pilot, lambda: pilot.app.screen.query_one("#quants").row_count == 3)
+        await wait_for(
+            pilot, lambda: pilot.app.screen.query_one("#quants", DataTable).row_count == 3
+        )
         await _settle(pilot)
 
     assert snap_compare(make_app(), terminal_size=SIZE, run_before=before)
 
 
-def test_settings_screen(snap_compare, make_app) -> None:  # type: ignore[no-untyped-def]
+def test_settings_screen(snap_compare: SnapCompare, make_app: MakeApp) -> None:
     async def before(pilot: Pilot) -> None:
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: pilot.app.screen.query("#settings-form"))

@@ -14,7 +14,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Label
 
 from ember.errors import EmberError
-from ember.tui.model_catalog import LocalModel, fit_badge, human_size
+from ember.tui.model_catalog import HubRepo, LocalModel, QuantOption, fit_badge, human_size
 from ember.tui.screens.dialogs import ConfirmDialog
 from ember.tui.widgets.download_row import DownloadRow
 
@@ -77,7 +77,7 @@ class ModelsScreen(Screen[None]):
             badge, used = fit_badge(m.size_bytes), _last_used(m.last_used_at)
             table.add_row(*(Text(x) for x in (*cells, badge, used)), key=m.name)
 
-    def _show_repos(self, repos: list) -> None:  # type: ignore[type-arg]
+    def _show_repos(self, repos: list[HubRepo]) -> None:
         table = self.query_one("#hub", DataTable)
         table.clear()
         for repo in repos:
@@ -149,7 +149,7 @@ class ModelsScreen(Screen[None]):
             return
         self.app.call_from_thread(self._show_quants, repo_id, quants)
 
-    def _show_quants(self, repo_id: str, quants: list) -> None:  # type: ignore[type-arg]
+    def _show_quants(self, repo_id: str, quants: list[QuantOption]) -> None:
         table = self.query_one("#quants", DataTable)
         table.clear()
         self.quant_repo = repo_id

@@ -12,7 +12,7 @@ from ember.engine.runners.torch.config import ModelConfig
 from ember.engine.runners.torch.layers.embedding import QEmbedding
 from ember.engine.runners.torch.layers.linear import WEIGHT_FORMATS, QLinear
 from ember.engine.runners.torch.layers.norm import RMSNorm
-from ember.engine.runners.torch.layers.quantize import build_linear
+from ember.engine.runners.torch.layers.quantize import RowFix, build_linear
 from ember.engine.runners.torch.loader import ModelSource
 from ember.engine.runners.torch.model import DecoderLayer, LayerWeights, Transformer
 from ember.engine.runners.torch.packed_cache import PackedCache, cache_key
@@ -133,7 +133,7 @@ class _Builder:
         return self.linear([name], self.opts.head_format)
 
 
-def _row_fix(n_heads: int | None):  # type: ignore[no-untyped-def]
+def _row_fix(n_heads: int | None) -> RowFix | None:
     if n_heads is None:
         return None
     return lambda w: unpermute_rope_rows(w, n_heads)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
@@ -14,6 +15,10 @@ from ember.app.server.security import Guard
 from ember.models.errors import RegistryError
 from tests.app.scripted_backend import ScriptedBackend
 from tests.app.server.server_harness import running_server
+
+if TYPE_CHECKING:
+    import openai
+    from openai.types.chat import ChatCompletionMessageParam
 
 WORDS = ["Hello", ",", " world", "!"]
 
@@ -46,7 +51,7 @@ def server(loader: Loader) -> Iterator[str]:
         yield url
 
 
-def _client(url: str, key: str = "unused"):  # type: ignore[no-untyped-def]
+def _client(url: str, key: str = "unused") -> openai.OpenAI:
     import openai
 
     return openai.OpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0, timeout=30)
@@ -191,7 +196,7 @@ def test_api_key_required_and_checked(loader: Loader) -> None:
 
     pool = ModelPool(loader, lambda: ["tiny"], default_model="tiny")
     with running_server(pool, Guard(bind_host="127.0.0.1", api_key="s3cret")) as url:
-        msgs = [{"role": "user", "content": "x"}]
+        msgs: list[ChatCompletionMessageParam] = [{"role": "user", "content": "x"}]
         with pytest.raises(openai.AuthenticationError):
             _client(url, key="wrong").chat.completions.create(model="tiny", messages=msgs)
         reply = httpx.post(f"{url}/v1/chat/completions", json={"messages": msgs}, timeout=30)

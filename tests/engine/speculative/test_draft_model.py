@@ -78,7 +78,7 @@ def test_concurrent_requests_keep_separate_draft_caches() -> None:
     events = run_all(engine, requests)
     for request, prompt in zip(requests, prompts, strict=True):
         final = events[request.request_id][-1]
-        assert list(final.token_ids) == reference_greedy(target, list(prompt), 20)  # type: ignore[union-attr]
+        assert list(final.token_ids) == reference_greedy(target, list(prompt), 20)
     draft.propose(Sequence([4, 5]), 1)  # the next proposal sweeps the finished mirrors
     assert len(draft._mirrors) == 1  # only the new one
     draft.close()
@@ -149,7 +149,7 @@ def test_tokenizer_mismatch_is_refused_naming_both_models() -> None:
     with pytest.raises(EngineError, match="vocabulary of 261 tokens vs 260"):
         check_same_tokenizer(FakeTokenizer(), Bigger(), "big.gguf", "small.gguf")
     other = FakeRunner(seed=1)
-    other.tokenizer = Shifted()  # type: ignore[assignment]
+    other.tokenizer = Shifted()
     options = EngineOptions(model="big.gguf")
     with pytest.raises(EngineError, match="small.gguf cannot draft for big.gguf"):
         _draft_proposer(other, options, FakeRunner(), "big.gguf", "small.gguf")

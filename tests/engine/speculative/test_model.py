@@ -7,7 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from ember.engine.api import ChatMessage, EngineOptions, GenerationRequest, SamplingParams
+from ember.engine.api import (
+    ChatMessage,
+    EngineOptions,
+    Finished,
+    GenerationRequest,
+    SamplingParams,
+)
 from ember.engine.engine import Engine
 
 pytestmark = pytest.mark.model
@@ -46,8 +52,8 @@ def _generate(path: Path, runner: str, draft: str) -> tuple[list[int], int, int]
             sampling=SamplingParams(temperature=0.0, max_tokens=40, ignore_eos=True),
         )
         final = list(engine.generate(request))[-1]
-        stats = final.stats  # type: ignore[union-attr]
-        return list(final.token_ids), stats.drafted_tokens, stats.accepted_tokens  # type: ignore[union-attr]
+        assert isinstance(final, Finished)
+        return list(final.token_ids), final.stats.drafted_tokens, final.stats.accepted_tokens
     finally:
         engine.close()
 

@@ -48,7 +48,8 @@ def _speculative_pair(params: SamplingParams, rng: np.random.Generator, k: int) 
     out: list[int] = []
     context = [0]
     while len(out) < 2:
-        drafts, q_rows = [], []
+        drafts: list[int] = []
+        q_rows: list[np.ndarray] = []
         for _ in range(k):
             q = sampling_probs(_logits(_W_DRAFT, context + drafts), params)
             drafts.append(draw(q, rng))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from typing import Any
 
 import pytest
 
@@ -50,7 +51,8 @@ BASE = ModelHParams(
         ({"architecture": ""}, "architecture"),
     ],
 )
-def test_invalid_values_name_the_field(change: dict[str, object], field: str) -> None:
+def test_invalid_values_name_the_field(change: dict[str, Any], field: str) -> None:
+    # Any: the values are of the wrong type on purpose; construction must refuse them
     with pytest.raises(ModelFileError, match=f"^{field}"):
         dataclasses.replace(BASE, **change)
 
@@ -111,7 +113,7 @@ def test_gguf_rope_scaling_and_softcaps() -> None:
 
 
 def test_gguf_yarn_without_original_length_uses_the_trained_context() -> None:
-    md = _gguf_md(**{"llama.rope.scaling.type": "yarn", "llama.rope.scaling.factor": 4.0})
+    md = _gguf_md("llama", **{"llama.rope.scaling.type": "yarn", "llama.rope.scaling.factor": 4.0})
     scaling = hparams_from_gguf(md, 100, {}).rope_scaling
     assert (scaling.kind, scaling.original_context_length) == ("yarn", 4096)
 
@@ -137,7 +139,7 @@ def test_hf_mistral_sliding_window_covers_every_layer() -> None:
 )
 def test_gguf_bad_metadata(extra: dict[str, object], fragment: str) -> None:
     with pytest.raises(ModelFileError, match=fragment):
-        hparams_from_gguf(_gguf_md(**extra), 100, {})
+        hparams_from_gguf(_gguf_md("llama", **extra), 100, {})
 
 
 def test_gguf_gemma3_pattern_from_bool_array() -> None:

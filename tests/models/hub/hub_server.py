@@ -38,8 +38,7 @@ class HubServer:
 
     @property
     def url(self) -> str:
-        host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://127.0.0.1:{self.httpd.server_port}"
 
     def __enter__(self) -> HubServer:
         self.thread.start()

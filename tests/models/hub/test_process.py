@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -41,15 +42,17 @@ def _env(hub: HubServer) -> dict[str, str]:
     }
 
 
-def _pull(hub: HubServer, *extra: str, **kwargs: object) -> subprocess.Popen[str]:
-    return subprocess.Popen(  # type: ignore[call-overload, no-any-return]
+def _pull(
+    hub: HubServer, *extra: str, preexec_fn: Callable[[], object] | None = None
+) -> subprocess.Popen[str]:
+    return subprocess.Popen(
         [sys.executable, "-m", "ember", "pull", REPO, *extra],
         cwd=ROOT,
         env=_env(hub),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        **kwargs,
+        preexec_fn=preexec_fn,
     )
 
 

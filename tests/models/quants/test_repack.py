@@ -233,7 +233,7 @@ def test_chunked_repack_equals_one_chunk(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_matmul_keeps_leading_dims_and_dtype() -> None:
     raw, _ = _weights(T.Q8_0, rows=32, cols=128)
     for target in ("int4", "int4x2", "int8", "bf16"):
-        packed = repack(raw, T.Q8_0, (32, 128), target)  # type: ignore[arg-type]
+        packed = repack(raw, T.Q8_0, (32, 128), target)
         x = torch.randn(2, 3, 128, dtype=torch.bfloat16)
         y = matmul(x, packed)
         assert y.dtype == torch.bfloat16 and tuple(y.shape) == (2, 3, 32)
@@ -258,7 +258,7 @@ def test_torch_float_tensors_repack_like_their_bytes() -> None:
 def test_bad_requests_are_model_file_errors() -> None:
     raw, _ = _weights(T.Q4_0, rows=16, cols=64)
     with pytest.raises(ModelFileError, match="2-D"):
-        repack(raw, T.Q4_0, (4, 4, 64))
+        repack(raw, T.Q4_0, (4, 4, 64))  # type: ignore[arg-type]  # 3-D on purpose: refused
     with pytest.raises(ModelFileError, match="unknown repack target"):
         repack(raw, T.Q4_0, (16, 64), "int2")  # type: ignore[arg-type]
     f32 = random_tensor(T.F32, 16, 48)

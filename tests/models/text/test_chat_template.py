@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -73,12 +74,16 @@ def test_render_matches_transformers(tiny_models: TinyModels) -> None:
 
     for arch in ("llama", "gemma3"):
         ours = ChatTemplate.from_hf(tiny_models.hf_dir(arch))
-        rendered, _ = render_jinja_template(
-            conversations=[CONVERSATION],
-            chat_template=ours.source,
-            add_generation_prompt=True,
-            bos_token=ours.bos_token,
-            eos_token=ours.eos_token,
+        # transformers annotates it `-> str`; it returns (rendered chats, generation indices)
+        rendered, _ = cast(
+            "tuple[list[str], object]",
+            render_jinja_template(
+                conversations=[CONVERSATION],
+                chat_template=ours.source,
+                add_generation_prompt=True,
+                bos_token=ours.bos_token,
+                eos_token=ours.eos_token,
+            ),
         )
         assert ours.render(CONVERSATION) == rendered[0]
 

@@ -12,6 +12,7 @@ from ember.engine.runners.torch.layers.pack import (
     INT4_GROUP,
     Int4Codes,
     Int4Weight,
+    Int8Weight,
     quantize_int8,
     quantize_int8g,
 )
@@ -222,6 +223,6 @@ def build_linear(
     )
 
 
-def _to(w, device: torch.device):  # type: ignore[no-untyped-def]
+def _to(w: Int8Weight, device: torch.device) -> Int8Weight:
     w.q, w.scales = w.q.to(device), w.scales.to(device)
     return w

@@ -111,7 +111,7 @@ def test_concurrent_sequences_with_a_shared_prefix_match() -> None:
         assert (
             mapped_events[mine.request_id][-1].token_ids
             == ref_events[theirs.request_id][-1].token_ids
-        )  # type: ignore[union-attr]
+        )
 
 
 def test_pool_pressure_and_preemption_match() -> None:
@@ -135,7 +135,7 @@ def test_pool_pressure_and_preemption_match() -> None:
         assert (
             mapped_events[mine.request_id][-1].token_ids
             == ref_events[theirs.request_id][-1].token_ids
-        )  # type: ignore[union-attr]
+        )
 
 
 def test_disk_snapshots_restore_through_state_bytes(tmp_path: Path) -> None:

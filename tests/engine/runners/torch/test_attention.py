@@ -7,7 +7,14 @@ import torch
 from ember.engine.runners.torch.layers.attention import attend, make_plan
 
 
-def _naive(q, k, v, mask, scale, softcap):  # type: ignore[no-untyped-def]
+def _naive(
+    q: torch.Tensor,  # [T, H, D]
+    k: torch.Tensor,  # [L, H_kv, D]
+    v: torch.Tensor,  # [L, H_kv, D]
+    mask: torch.Tensor,  # [T, L] bool: query t may see key l
+    scale: float,
+    softcap: float | None,
+) -> torch.Tensor:  # [T, H, D]
     group = q.shape[1] // k.shape[1]
     k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
     s = torch.einsum("thd,lhd->htl", q, k) * scale

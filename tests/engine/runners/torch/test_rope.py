@@ -47,7 +47,9 @@ def test_inv_freq_matches_transformers(kind: str) -> None:
     )
     seq_len = 5000 if kind == "dynamic" else None
     if kind == "default":
-        expected = 1.0 / (params["rope_theta"] ** (torch.arange(0, HEAD_DIM, 2).float() / HEAD_DIM))
+        theta = params["rope_theta"]
+        assert isinstance(theta, float)
+        expected = 1.0 / (theta ** (torch.arange(0, HEAD_DIM, 2).float() / HEAD_DIM))
         expected_factor = 1.0
     else:
         expected, expected_factor = ROPE_INIT_FUNCTIONS[kind](config, "cpu", seq_len=seq_len)
