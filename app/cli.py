@@ -15,6 +15,7 @@ import sys
 from types import ModuleType
 
 from ember import __version__
+from ember.app.cli_parse import parse_anywhere
 from ember.errors import EmberError
 
 DEFAULT_COMMAND = "chat"
@@ -54,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
         argv = [DEFAULT_COMMAND, *argv]
-    args = parser.parse_args(argv)
+    args = parse_anywhere(parser, argv)
     module = getattr(args, "_module", None)
     if module is None:
         parser.print_help()

@@ -1,6 +1,5 @@
-"""Ember's paths and settings: platformdirs locations, one TOML settings file, env overrides.
+"""Ember's settings: one TOML settings file (in ember.paths' config dir), env overrides.
 
-`EMBER_HOME` moves every path under one folder (tests use it): config/, data/, cache/.
 Environment overrides: `EMBER_<FIELD>` for any settings field (e.g. `EMBER_MODEL`, `EMBER_THREADS`).
 """
 
@@ -14,58 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from ember.app.errors import ConfigError
+from ember.app.rules import DEVICES, RUNNERS, check_setting
+from ember.paths import Paths, get_paths
 
-APP_NAME = "ember"
-RUNNERS = ("auto", "torch", "llama.cpp")
-DEVICES = ("auto", "cpu", "cuda", "mps")
-
-
-@dataclass(frozen=True)
-class Paths:
-    """Where Ember keeps its files."""
-
-    config_dir: Path
-    data_dir: Path
-    cache_dir: Path
-
-    @property
-    def config_file(self) -> Path:
-        return self.config_dir / "config.toml"
-
-    @property
-    def models_dir(self) -> Path:
-        return self.data_dir / "models"
-
-    @property
-    def history_db(self) -> Path:
-        return self.data_dir / "history.sqlite3"
-
-    @property
-    def registry_db(self) -> Path:
-        return self.data_dir / "registry.sqlite3"
-
-    @property
-    def prefix_cache_dir(self) -> Path:
-        return self.cache_dir / "prefix"
-
-    @property
-    def downloads_dir(self) -> Path:
-        return self.cache_dir / "downloads"
-
-
-def get_paths() -> Paths:
-    """Paths from `EMBER_HOME` when set, else the platform's config/data/cache folders."""
-    home = os.environ.get("EMBER_HOME")
-    if home:
-        root = Path(home).expanduser()
-        return Paths(root / "config", root / "data", root / "cache")
-    import platformdirs
-
-    return Paths(
-        Path(platformdirs.user_config_dir(APP_NAME)),
-        Path(platformdirs.user_data_dir(APP_NAME)),
-        Path(platformdirs.user_cache_dir(APP_NAME)),
-    )
+__all__ = ["DEVICES", "RUNNERS", "Settings", "load_settings", "save_settings"]
 
 
 @dataclass
@@ -75,7 +26,7 @@ class Settings:
     model: str = "gemma3-270m"
     runner: str = "auto"
     device: str = "auto"
-    threads: int = 0  # 0 = all physical cores
+    threads: int = 0  # 0 = all physical cores; at most this machine's CPU count
     ctx: int = 4096
     sink: int = 4
     window: int = -1  # -1 = derived from the context length; 0 = off
@@ -95,25 +46,10 @@ class Settings:
         self.validate()
 
     def validate(self) -> None:
-        """Raise ConfigError naming the first invalid field."""
-        checks: list[tuple[str, bool, str]] = [
-            ("runner", self.runner in RUNNERS, f"must be one of {', '.join(RUNNERS)}"),
-            ("device", self.device in DEVICES, f"must be one of {', '.join(DEVICES)}"),
-            ("threads", 0 <= self.threads <= 1024, "must be between 0 and 1024"),
-            ("ctx", 16 <= self.ctx <= 1 << 20, "must be between 16 and 1048576"),
-            ("sink", 0 <= self.sink <= 1024, "must be between 0 and 1024"),
-            ("window", -1 <= self.window <= 1 << 20, "must be -1 (auto), 0 (off) or a token count"),
-            ("draft_tokens", 1 <= self.draft_tokens <= 32, "must be between 1 and 32"),
-            ("temperature", 0.0 <= self.temperature <= 10.0, "must be between 0 and 10"),
-            ("top_k", 0 <= self.top_k <= 1 << 20, "must be >= 0"),
-            ("top_p", 0.0 < self.top_p <= 1.0, "must be in (0, 1]"),
-            ("min_p", 0.0 <= self.min_p < 1.0, "must be in [0, 1)"),
-            ("repeat_penalty", 0.0 < self.repeat_penalty <= 10.0, "must be in (0, 10]"),
-            ("max_tokens", 1 <= self.max_tokens <= 1 << 20, "must be >= 1"),
-        ]
-        for name, ok, reason in checks:
-            if not ok:
-                raise ConfigError(f"setting {name}={getattr(self, name)!r}: {reason}")
+        """Raise ConfigError naming the first invalid field (app/rules.py: the same rules as
+        the flags)."""
+        for name in _FIELD_TYPES:
+            check_setting(name, getattr(self, name))
 
 
 _FIELD_TYPES = {f.name: f.type for f in fields(Settings) if f.name != "extra"}
@@ -156,16 +92,15 @@ def load_settings(paths: Paths | None = None, env: dict[str, str] | None = None)
         for key, value in raw.items():
             if key in _FIELD_TYPES:
                 values[key] = _coerce(key, value, str(cfg))
+                check_setting(key, values[key], str(cfg))
             else:
                 extra[key] = value
     for name in _FIELD_TYPES:
         env_key = f"EMBER_{name.upper()}"
         if env_key in env:
             values[name] = _coerce(name, env[env_key], env_key)
-    try:
-        return Settings(**values, extra=extra)
-    except ConfigError as exc:
-        raise ConfigError(f"{cfg}: {exc}") from None
+            check_setting(name, values[name], env_key)
+    return Settings(**values, extra=extra)
 
 
 def _toml_value(value: Any) -> str:

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from ember.app.loading import load_runner  # noqa: E402
+from ember.app.options import EngineFlags, engine_options  # noqa: E402
 from ember.engine.api import (  # noqa: E402
     ChatMessage,
     EngineOptions,
@@ -33,7 +35,6 @@ from ember.engine.api import (  # noqa: E402
 )
 from ember.engine.engine import ChatRenderer, Engine  # noqa: E402
 from ember.engine.prefix_store import PrefixStore  # noqa: E402
-from ember.engine.runners.factory import load_parts  # noqa: E402
 from ember.models.registry.starter import starter_path  # noqa: E402
 
 if TYPE_CHECKING:
@@ -183,7 +184,8 @@ def main() -> None:
     args = parser.parse_args()
     model = starter_path(Path(__file__).resolve().parent.parent / "tests" / ".cache" / "models")
     start = time.perf_counter()
-    runner, chat, _ = load_parts(EngineOptions(model=str(model), runner=args.runner, device="cpu"))
+    options = engine_options(str(model), flags=EngineFlags(runner=args.runner, device="cpu"))
+    runner, chat, _ = load_runner(options)
     print(f"runner {runner.info.name}: loaded in {time.perf_counter() - start:.1f}s")
     if args.only in (None, "prefix"):
         bench_prefix(runner, chat, args)

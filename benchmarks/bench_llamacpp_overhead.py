@@ -39,11 +39,12 @@ def main() -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
+    from ember.app.loading import resolve_files
     from ember.engine.runners.llamacpp.bench import bench_llamacpp_runner
 
     rows = [
         bench_llamacpp_runner(
-            _model(args.model),
+            resolve_files(str(_model(args.model))),
             int(threads),
             prompt_tokens=args.prompt,
             decode_tokens=args.decode,

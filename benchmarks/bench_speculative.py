@@ -85,27 +85,29 @@ def _model(given: str | None) -> Path:
 
 def build_engine(args: argparse.Namespace, draft: str) -> Any:
     """An Engine over a freshly loaded runner, with the proposer `draft` names."""
-    from ember.engine.api import EngineOptions
+    from dataclasses import replace
+
+    from ember.app.loading import resolve_files
+    from ember.app.options import EngineFlags, engine_options
     from ember.engine.engine import Engine
-    from ember.engine.runners.factory import chat_renderer, create_runner, resolve
+    from ember.engine.runners.factory import chat_renderer, create_runner
     from ember.engine.speculative.verify import create_proposer
 
     path = _model(args.model)
-    options = EngineOptions(
-        model=str(path),
-        runner=args.runner,
-        threads=args.threads,
-        draft=draft,
-        draft_tokens=args.draft_tokens,
-        prefix_disk_bytes=0,
-        max_batch=1,
+    flags = EngineFlags(
+        runner=args.runner, threads=args.threads, draft=draft, draft_tokens=args.draft_tokens
     )
-    resolved = resolve(str(path))
+    options = replace(engine_options(str(path), flags=flags), prefix_disk_bytes=0, max_batch=1)
+    resolved = resolve_files(str(path))
     if args.runner == "torch" and args.weights != "auto":
         from ember.engine.runners.torch.runner import TorchOptions, TorchRunner
 
-        opts = TorchOptions(threads=args.threads, weight_format=args.weights)
-        runner: Any = TorchRunner.load(path, opts)
+        opts = TorchOptions(
+            threads=args.threads,
+            weight_format=args.weights,
+            packed_cache_dir=options.packed_cache_dir,
+        )
+        runner: Any = TorchRunner.load(path, opts, digest=resolved.digest)
     else:
         runner = create_runner(options, resolved)
     proposer = create_proposer(options, runner, path.name)

@@ -187,14 +187,12 @@ def worker(argv: list[str]) -> int:
     for flag in ("--window", "--stride", "--ctx"):
         parser.add_argument(flag, type=int)
     args = parser.parse_args(argv)
-    from ember.engine.api import EngineOptions
+    from ember.app.loading import load_runner
+    from ember.app.options import EngineFlags, engine_options
     from ember.engine.perplexity import perplexity
-    from ember.engine.runners.factory import load_parts
 
-    options = EngineOptions(
-        model=args.model, runner=args.runner, threads=args.threads, ctx=args.ctx
-    )
-    runner, _, _ = load_parts(options)
+    flags = EngineFlags(runner=args.runner, threads=args.threads, ctx=args.ctx)
+    runner, _, _ = load_runner(engine_options(args.model, flags=flags))
     try:
         tokenizer = runner.tokenizer
         ids = tokenizer.encode(
@@ -280,10 +278,10 @@ def main() -> int:
     if args.window % BLOCK_SIZE or args.stride % 2:
         raise SystemExit(f"--window must be a multiple of {BLOCK_SIZE} and --stride even")
 
-    from ember.engine.runners.factory import resolve
+    from ember.app.loading import resolve_files
     from ember.models.text.tokenizers.base import open_tokenizer
 
-    tokenizer = open_tokenizer(resolve(args.model).path)
+    tokenizer = open_tokenizer(resolve_files(args.model).path)
     text, num_tokens, names = build_corpus(tokenizer, args.min_tokens)
     digest = hashlib.sha256(text.encode()).hexdigest()
     print(f"corpus: {len(names)} files, {len(text):,} characters, {num_tokens:,} tokens")

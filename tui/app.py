@@ -8,9 +8,10 @@ from textual.app import App
 from textual.binding import Binding
 from textual.message import Message
 
-from ember.app.config import Paths, Settings, get_paths
+from ember.app.config import Settings
 from ember.app.history.store import History
 from ember.errors import EmberError
+from ember.paths import Paths, get_paths
 from ember.tui.backend_host import BackendFactory, BackendHost
 from ember.tui.chat_config import engine_options
 from ember.tui.chat_session import ChatSession

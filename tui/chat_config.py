@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ember.app import options as app_options
 from ember.app.config import Settings
 from ember.app.history.store import Message
 from ember.engine.api import ChatMessage, EngineOptions, SamplingParams
@@ -34,19 +35,8 @@ def sampling_params(chat: dict[str, Any], settings: Settings) -> SamplingParams:
 
 
 def engine_options(model: str, settings: Settings) -> EngineOptions:
-    """How to load `model` under the current defaults (runner, device, context, cache, drafts)."""
-    return EngineOptions(
-        model=model,
-        runner=settings.runner,
-        device=settings.device,
-        threads=settings.threads,
-        ctx=settings.ctx,
-        sink=settings.sink,
-        window=settings.window,
-        draft="none" if settings.draft == "auto" else settings.draft,
-        draft_tokens=settings.draft_tokens,
-        prefix_cache=settings.prefix_cache,
-    )
+    """How to load `model` under the current defaults (app/options.py, the one builder)."""
+    return app_options.engine_options(model, settings)
 
 
 def chat_messages(system_prompt: str, path: list[Message]) -> tuple[ChatMessage, ...]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from ember.app.config import Paths
+from ember.paths import Paths
 from ember.tui.model_catalog import HubRepo, LocalModel, ProgressCallback, QuantOption
 
 
@@ -30,11 +30,10 @@ class RegistryCatalog:
         self.paths = paths
         self.ctx = ctx
 
-    @staticmethod
-    def _registry() -> Any:
-        from ember.models.registry.registry import Registry
+    def _registry(self) -> Any:
+        from ember.app.loading import open_registry
 
-        return Registry()
+        return open_registry(self.paths)
 
     def list_local(self) -> list[LocalModel]:
         return [_local(r) for r in self._registry().list_models()]

@@ -25,10 +25,10 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from ember.app.commands._model_format import human_bytes
+    from ember.app.loading import open_registry
     from ember.models.errors import RegistryError
-    from ember.models.registry.registry import Registry
 
-    registry = Registry()
+    registry = open_registry()
     if args.hf_cache:
         from ember.models.hub.cache import discover
 

@@ -15,8 +15,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ember.models.registry.registry import Registry
+    from ember.app.loading import open_registry
 
-    record = Registry().alias(args.name, args.model)
+    record = open_registry().alias(args.name, args.model)
     print(f"{args.name} -> {record.name}")
     return 0

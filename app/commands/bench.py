@@ -21,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="model name or .gguf path (default: the starter)",
     )
     parser.add_argument(
-        "--threads", type=int, default=0, help="threads for both runners (0 = all cores)"
+        "--threads", type=int, help="threads for both runners (default: settings; 0 = all cores)"
     )
     parser.add_argument(
         "--repeats", type=int, default=3, help="runs per runner; the table shows medians"
@@ -38,28 +38,35 @@ def run(args: argparse.Namespace) -> int:
     import os
     from dataclasses import asdict
 
+    from ember.app.loading import resolve_files
+    from ember.app.options import EngineFlags, engine_options
+    from ember.app.rules import check_flag
     from ember.engine.errors import EngineError
     from ember.engine.runners.torch.bench import format_table, run_bench
-    from ember.models.registry.registry import resolve_model
 
-    model = resolve_model(args.model)
+    for flag, value, rule in (
+        ("--repeats", args.repeats, "stride"),
+        ("--prompt-tokens", args.prompt_tokens, "max_tokens"),
+        ("--decode-tokens", args.decode_tokens, "max_tokens"),
+    ):
+        check_flag(flag, value, rule)
+    options = engine_options(args.model, flags=EngineFlags(threads=args.threads))
+    model = resolve_files(args.model)
     if model.format != "gguf":
         raise EngineError(f"{args.model}: bench compares against llama.cpp and needs a GGUF model")
-    threads = args.threads or os.cpu_count() or 1
+    threads = options.threads or os.cpu_count() or 1
     from ember.engine.runners.llamacpp.bench import bench_llamacpp_runner
 
     try:
-        table = run_bench(
-            model.path, threads, max(1, args.repeats), args.prompt_tokens, args.decode_tokens
-        )
+        table = run_bench(model, threads, args.repeats, args.prompt_tokens, args.decode_tokens)
     except RuntimeError as exc:
         raise EngineError(str(exc)) from None
     overhead = bench_llamacpp_runner(
-        model.path,
+        model,
         threads,
         prompt_tokens=args.prompt_tokens,
         decode_tokens=args.decode_tokens,
-        repeats=max(1, args.repeats),
+        repeats=args.repeats,
         with_engine=False,
     )
     if args.json:

@@ -6,8 +6,9 @@ import argparse
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ember.app.config import Paths, Settings
+    from ember.app.config import Settings
     from ember.app.history.store import History
+    from ember.paths import Paths
     from ember.tui.app import EmberApp
 
 NAME = "chat"
@@ -30,8 +31,9 @@ def run(args: argparse.Namespace) -> int:
     """Open the history (locked), build the backend factory, run the app."""
     import dataclasses
 
-    from ember.app.config import get_paths, load_settings
+    from ember.app.config import load_settings
     from ember.app.history.store import History
+    from ember.paths import get_paths
 
     paths = get_paths()
     settings = load_settings(paths)
@@ -66,7 +68,7 @@ def _build_app(fake: bool, settings: Settings, history: History, paths: Paths) -
         catalog.install_starter()
         script = FakeScript(tokens_per_s=25.0, ttft_s=0.2)  # slow enough to watch it stream
         return EmberApp(settings, history, lambda o: FakeBackend(o, script), catalog, paths)
-    from ember.engine.api import load_engine
+    from ember.app.loading import load_backend
     from ember.tui.registry_catalog import RegistryCatalog
 
-    return EmberApp(settings, history, load_engine, RegistryCatalog(paths), paths)
+    return EmberApp(settings, history, load_backend, RegistryCatalog(paths), paths)

@@ -76,7 +76,7 @@ def _memory() -> Report:
     import shutil
     from pathlib import Path
 
-    from ember.app.config import get_paths
+    from ember.paths import get_paths
 
     report: Report = {}
     try:
@@ -150,8 +150,9 @@ def _llama_cpp() -> Report:
 
 def _ember() -> Report:
     from ember import __version__
-    from ember.app.config import get_paths, load_settings
+    from ember.app.config import load_settings
     from ember.errors import EmberError
+    from ember.paths import get_paths
 
     paths = get_paths()
     report: Report = {

@@ -22,9 +22,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ember.app.commands._model_format import human_bytes, print_json, print_table
-    from ember.models.registry.registry import Registry
+    from ember.app.loading import open_registry
 
-    registry = Registry()
+    registry = open_registry()
     usage = registry.disk_usage()
     owned = {r.name: r.owned for r in registry.list_models()}
     caches = cache_usage()
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
 
 def cache_usage() -> dict[str, int]:
     """Bytes under each cache folder (0 where absent)."""
-    from ember.app.config import get_paths
+    from ember.paths import get_paths
 
     root = get_paths().cache_dir
     return {name: _tree_bytes(root / name) for name in CACHES}

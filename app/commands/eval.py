@@ -16,8 +16,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ember.app.commands._engine_flags import parse_bytes
-
 NAME = "eval"
 HELP = "Evaluate a model: `ember eval ppl MODEL FILE` prints the perplexity of a text file."
 ORDER = 60
@@ -28,9 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ppl = sub.add_parser("ppl", help="perplexity of a text file", description=__doc__)
     ppl.add_argument("model", help="a registry name or alias, a .gguf file or a safetensors folder")
     ppl.add_argument("file", type=Path, help="a UTF-8 text file")
-    ppl.add_argument("--runner", default="auto", help="torch | llama.cpp | auto")
-    ppl.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda", "mps"))
-    ppl.add_argument("--threads", type=int, default=0)
+    ppl.add_argument("--runner", help="torch | llama.cpp | auto (default: settings)")
+    ppl.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"))
+    ppl.add_argument("--threads", type=int, help="CPU threads (0 = physical cores)")
     ppl.add_argument(
         "--ctx", type=int, default=512, help="window length of the windows mode (default 512)"
     )
@@ -50,29 +48,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ppl.add_argument(
         "--max-tokens", type=int, default=0, help="score only the first N tokens (0 = all)"
     )
-    ppl.add_argument("--kv-budget", type=parse_bytes, default=0, help=argparse.SUPPRESS)
     ppl.add_argument("--json", action="store_true", help="print one JSON object")
 
 
+def _check(args: argparse.Namespace) -> None:
+    """The evaluation's own flags, by the same rules as every flag (app/rules.py)."""
+    from ember.app.rules import check_flag
+
+    for flag, value, rule in (
+        ("--ctx", args.ctx, "ctx"),
+        ("--sink", args.sink, "sink"),
+        ("--window", args.window, "window"),
+        ("--chunk", args.chunk, "chunk"),
+        ("--stride", args.stride, "stride"),
+        ("--max-tokens", args.max_tokens, "score_tokens"),
+    ):
+        check_flag(flag, value, rule)
+
+
 def run(args: argparse.Namespace) -> int:
-    from ember.engine.api import EngineOptions
+    from ember.app.loading import load_runner
+    from ember.app.options import EngineFlags, engine_options
     from ember.engine.errors import EngineError
     from ember.engine.perplexity import perplexity
-    from ember.engine.runners.factory import load_parts
 
+    _check(args)
+    flags = EngineFlags(runner=args.runner, device=args.device, threads=args.threads, ctx=args.ctx)
+    options = engine_options(args.model, flags=flags)
     try:
         text = args.file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise EngineError(f"{args.file}: cannot read as UTF-8 text ({exc})") from None
     mode = args.mode or ("streaming" if args.window > 0 else "windows")
-    options = EngineOptions(
-        model=args.model,
-        runner=args.runner,
-        device=args.device,
-        threads=args.threads,
-        ctx=max(16, args.ctx),
-    )
-    runner, _, name = load_parts(options)
+    runner, _, name = load_runner(options)
     try:
         tokenizer = runner.tokenizer
         ids = tokenizer.encode(text, add_bos=tokenizer.add_bos)

@@ -21,10 +21,10 @@ def run(args: argparse.Namespace) -> int:
     import time
 
     from ember.app.commands._model_format import human_bytes, print_json, print_table
-    from ember.models.registry.registry import Registry
+    from ember.app.loading import open_registry
     from ember.models.registry.starter import STARTER_NAME, starter_installed
 
-    registry = Registry()
+    registry = open_registry()
     if starter_installed() and registry.find(STARTER_NAME) is None:
         registry.resolve(STARTER_NAME)  # the packaged starter is always listed once installed
     records = registry.list_models()

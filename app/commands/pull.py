@@ -53,13 +53,18 @@ def run(args: argparse.Namespace) -> int:
     from ember.app.commands._model_format import human_bytes, print_json
     from ember.app.commands._progress import ProgressBar
     from ember.app.config import load_settings
+    from ember.app.loading import open_registry
     from ember.models.hub.pull import Puller
 
     def note(text: str) -> None:
         print(text, file=sys.stderr)
 
     puller = Puller(
-        offline=args.offline, ctx=load_settings().ctx, on_progress=ProgressBar(), on_note=note
+        open_registry(),
+        offline=args.offline,
+        ctx=load_settings().ctx,
+        on_progress=ProgressBar(),
+        on_note=note,
     )
     puller.downloader.on_wait = lambda f: note(f"{f.name}: another pull is downloading it; waiting")
     from ember.models.registry.starter import STARTER_NAME

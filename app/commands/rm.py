@@ -18,10 +18,10 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     from ember.app.commands._model_format import human_bytes
+    from ember.app.loading import open_registry
     from ember.models.registry.probe import model_size
-    from ember.models.registry.registry import Registry
 
-    registry = Registry()
+    registry = open_registry()
     record = registry.get(args.model)
     present = record.format != "remote" and record.path.exists()
     size = model_size(record.path, record.format) if present else 0

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from ember.app.commands._engine_flags import add_engine_flags, engine_options
+from ember.app.options import add_engine_flags
 
 NAME = "run"
 HELP = "Generate a reply to one prompt and stream it to stdout (prompt from stdin if omitted)."
@@ -50,50 +50,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _sampling(args: argparse.Namespace) -> Any:
-    from ember.app.config import load_settings
-    from ember.engine.api import SamplingParams
-
-    settings = load_settings()
-
-    def pick(name: str, default: Any) -> Any:
-        value = getattr(args, name)
-        return default if value is None else value
-
-    return SamplingParams(
-        temperature=pick("temperature", settings.temperature),
-        top_k=pick("top_k", settings.top_k),
-        top_p=pick("top_p", settings.top_p),
-        min_p=pick("min_p", settings.min_p),
-        repeat_penalty=pick("repeat_penalty", settings.repeat_penalty),
-        seed=args.seed,
-        max_tokens=pick("max_tokens", settings.max_tokens),
-    )
-
-
-def _request(args: argparse.Namespace, prompt: str) -> Any:
-    from ember.app.config import load_settings
+def _request(args: argparse.Namespace, prompt: str, settings: Any) -> Any:
+    from ember.app.options import SAMPLING_FLAGS, sampling_params
     from ember.engine.api import ChatMessage, GenerationRequest
 
-    sampling = _sampling(args)
+    flags = {name: getattr(args, name) for name in SAMPLING_FLAGS}
+    sampling = sampling_params(settings, flags, seed=args.seed)
     if args.raw:
         text = f"{args.system}\n\n{prompt}" if args.system else prompt
         return GenerationRequest(prompt=text, sampling=sampling)
-    system = args.system if args.system is not None else load_settings().system_prompt
+    system = args.system if args.system is not None else settings.system_prompt
     messages = [ChatMessage("system", system)] if system else []
     messages.append(ChatMessage("user", prompt))
     return GenerationRequest(messages=tuple(messages), sampling=sampling)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ember.engine.api import Finished, TextDelta, load_engine
+    from ember.app.config import load_settings
+    from ember.app.loading import load_backend
+    from ember.app.options import EngineFlags, engine_options
+    from ember.engine.api import Finished, TextDelta
     from ember.engine.errors import EngineError
 
+    settings = load_settings()
+    options = engine_options(args.model, settings, EngineFlags.from_args(args))
     prompt = args.prompt if args.prompt is not None else sys.stdin.read()
     if not prompt.strip():
         raise EngineError("empty prompt: give PROMPT or pipe text on stdin")
-    request = _request(args, prompt)
-    backend = load_engine(engine_options(args))
+    request = _request(args, prompt, settings)
+    backend = load_backend(options)
     final: Finished | None = None
     try:
         handle = backend.submit(request)

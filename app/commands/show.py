@@ -36,9 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def describe(ref: str) -> dict[str, Any]:
     """Everything `ember show` prints about a model, as a JSON-ready dict."""
-    from ember.models.registry.registry import Registry
+    from ember.app.loading import open_registry
 
-    registry = Registry()
+    registry = open_registry()
     resolved = registry.resolve(ref)
     out: dict[str, Any] = {"name": resolved.name, "format": resolved.format}
     if resolved.format == "remote":

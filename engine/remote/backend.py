@@ -81,8 +81,8 @@ def http_error(status: int, body: str, config: RemoteConfig) -> str:
 
 
 def remote_config(options: EngineOptions) -> RemoteConfig | None:
-    """The server options point at: --remote URL, a model given as a URL, or a registry entry
-    of kind remote; None for a local model."""
+    """The server options point at: --remote URL or a model given as a URL; None for a local
+    model. (app resolves a registry entry of kind remote into remote_url + model.)"""
     key = api_key_from_env(options.remote_api_key)
     if options.runner == "remote" or options.remote_url:
         if not options.remote_url:
@@ -92,14 +92,6 @@ def remote_config(options: EngineOptions) -> RemoteConfig | None:
         return None
     if options.model.startswith(("http://", "https://")):
         return RemoteConfig(options.model, "", key)
-    try:
-        from ember.models.registry.registry import resolve_model
-
-        resolved = resolve_model(options.model)
-    except Exception:  # noqa: BLE001 - not a registry name: the local loader reports it
-        return None
-    if getattr(resolved, "format", "") == "remote" and getattr(resolved, "url", None):
-        return RemoteConfig(str(resolved.url), str(resolved.name), key)
     return None
 
 

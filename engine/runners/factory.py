@@ -1,4 +1,7 @@
-"""Pick and load a runner for a resolved model (imports each runner lazily).
+"""Pick and load a runner for a model app resolved (imports each runner lazily).
+
+The engine never resolves a model reference itself: app (app/loading.py) turns a registry
+name, alias or path into a ModelFiles (path, format, digest) and hands it down.
 
 `auto`: llama.cpp for a GGUF file on the CPU (its kernels are the fastest there for now), torch
 for everything else (safetensors folders, CUDA, MPS). `fake` loads the deterministic FakeRunner
@@ -8,42 +11,18 @@ for everything else (safetensors folders, CUDA, MPS). `fake` loads the determini
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ember.engine.errors import EngineError
 
 if TYPE_CHECKING:
-    from ember.engine.api import EngineOptions
+    from ember.engine.api import ChatMessage, EngineOptions, ModelFiles
+    from ember.engine.engine import ChatRenderer
     from ember.engine.runners.base import Runner
+    from ember.models.text.tokenizers.base import Tokenizer
 
 RUNNERS = ("auto", "torch", "llama.cpp", "fake")
-
-
-@dataclass(frozen=True)
-class LocalModel:
-    """A model given as a path (used until/unless the registry resolves the reference)."""
-
-    name: str
-    path: Path
-    format: str  # "gguf" | "safetensors"
-
-
-def resolve(ref: str) -> Any:
-    """The registry's resolution of ref (name, .gguf path or folder), else the path itself."""
-    try:
-        from ember.models.registry.registry import resolve_model
-    except ImportError:
-        resolve_model = None
-    if resolve_model is not None:
-        return resolve_model(ref)
-    path = Path(ref).expanduser()
-    if path.is_file() and path.suffix == ".gguf":
-        return LocalModel(path.stem, path, "gguf")
-    if path.is_dir() and (path / "config.json").is_file():
-        return LocalModel(path.name, path, "safetensors")
-    raise EngineError(f"model {ref!r}: not a .gguf file or a safetensors folder")
 
 
 def pick_runner(options: EngineOptions, model_format: str) -> str:
@@ -73,10 +52,9 @@ def _has_accelerator(device: str) -> bool:
     return bool(torch.cuda.is_available() or torch.backends.mps.is_available())
 
 
-def create_runner(options: EngineOptions, resolved: Any) -> Runner:
+def create_runner(options: EngineOptions, model: ModelFiles) -> Runner:
     """Load the runner options.runner names (or auto picks) for a resolved model."""
-    name = pick_runner(options, str(getattr(resolved, "format", "gguf")))
-    path = Path(resolved.path)
+    name = pick_runner(options, model.format)
     if name == "fake":
         from ember.engine.runners.fake import FakeRunner
 
@@ -84,52 +62,43 @@ def create_runner(options: EngineOptions, resolved: Any) -> Runner:
     if name == "torch":
         from ember.engine.runners.torch.runner import TorchRunner
 
-        return TorchRunner.load(path, options)
-    if model_format_is_not_gguf(resolved):
-        raise EngineError(f"model {path}: the llama.cpp runner needs a .gguf file")
+        return TorchRunner.load(model.path, options, digest=model.digest)
+    if model.format != "gguf":
+        raise EngineError(f"model {model.path}: the llama.cpp runner needs a .gguf file")
     from ember.engine.runners.llamacpp.runner import LlamaCppRunner
 
-    return LlamaCppRunner.load(path, options)
+    return LlamaCppRunner.load(model.path, options, digest=model.digest)
 
 
-def model_format_is_not_gguf(resolved: Any) -> bool:
-    return str(getattr(resolved, "format", "gguf")) != "gguf"
+def chat_renderer(model: ModelFiles, tokenizer: Tokenizer) -> ChatRenderer:
+    """A messages -> prompt ids function from the model's own chat template."""
+    from ember.models.text.templates.chat_template import ChatTemplate
 
+    is_gguf = model.format == "gguf"
+    template = ChatTemplate.from_gguf(model.path) if is_gguf else ChatTemplate.from_hf(model.path)
 
-def chat_renderer(resolved: Any, tokenizer: Any) -> Any:
-    """A messages -> prompt ids function from the model's own chat template (None if absent)."""
-    try:
-        from ember.models.text.templates.chat_template import ChatTemplate
-    except ImportError:
-        return None
-    path = Path(resolved.path)
-    is_gguf = str(getattr(resolved, "format", "gguf")) == "gguf"
-    template = ChatTemplate.from_gguf(path) if is_gguf else ChatTemplate.from_hf(path)
-
-    def render(messages: Any) -> list[int]:
+    def render(messages: Sequence[ChatMessage]) -> list[int]:
         dicts = [{"role": m.role, "content": m.content} for m in messages]
         return list(template.render_ids(tokenizer, dicts))
 
     return render
 
 
-def load_parts(options: EngineOptions) -> tuple[Runner, Any, str]:
-    """The runner, chat renderer and display name for options.model."""
+def load_parts(
+    options: EngineOptions, model: ModelFiles | None
+) -> tuple[Runner, ChatRenderer, str]:
+    """The runner, chat renderer and display name of a resolved model (None: the fake runner)."""
     if options.runner == "fake":
         from ember.engine.runners.fake import FakeRunner, fake_chat_ids
 
         fake = FakeRunner()
         return fake, (lambda messages: fake_chat_ids(fake.tokenizer, messages)), "fake"
-    resolved = resolve(options.model)
-    runner = create_runner(options, resolved)
+    if model is None:
+        raise EngineError(f"model {options.model!r}: not resolved (app resolves model references)")
+    runner = create_runner(options, model)
     try:
-        chat = chat_renderer(resolved, runner.tokenizer)
+        chat = chat_renderer(model, runner.tokenizer)
     except Exception:
         runner.close()
         raise
-    name = str(getattr(resolved, "name", options.model))
-    if not isinstance(resolved, LocalModel):
-        from ember.models.registry.registry import mark_used
-
-        mark_used(name)  # `ember list` and the model picker sort by last use
-    return runner, chat, name
+    return runner, chat, model.name

@@ -55,8 +55,9 @@ def int4_runner(target: Any, options: EngineOptions) -> Runner:
         weight_format="int4",
         head_format="int4",
         threads=options.threads,
+        packed_cache_dir=options.packed_cache_dir,
     )
-    runner: Runner = TorchRunner.load(target.src.path, opts)
+    runner: Runner = TorchRunner.load(target.src.path, opts, digest=target.info.model_digest)
     return runner
 
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
-from ember.engine.api import EngineOptions, SamplingParams
+from ember.engine.api import EngineOptions, ModelFiles, SamplingParams
 from ember.engine.errors import EngineError
 from ember.engine.sampling import apply_penalties, candidates
 from ember.engine.scheduler import Proposer
@@ -141,9 +141,13 @@ def verify_sampled(
 
 # ---- which proposer --------------------------------------------------------------------------
 def create_proposer(
-    options: EngineOptions, runner: Runner, model_name: str = ""
+    options: EngineOptions,
+    runner: Runner,
+    model_name: str = "",
+    draft_model: ModelFiles | None = None,
 ) -> Proposer | None:
-    """The proposer options.draft names: none, lookup, self, auto or a draft model reference."""
+    """The proposer options.draft names: none, lookup, self, auto or a draft model (which app
+    resolved into draft_model)."""
     choice = (options.draft or "none").strip()
     if choice == "auto":  # lookup where verification is exact and can pay, else none
         choice = "none" if runner.info.name in NOT_BATCH_INVARIANT else DEFAULT_DRAFT
@@ -159,22 +163,22 @@ def create_proposer(
 
         draft_runner, label = self_draft_runner(runner, options)
         return _draft_proposer(draft_runner, options, runner, model_name, label)
-    return _load_draft_model(choice, options, runner, model_name)
+    if draft_model is None:
+        raise EngineError(f"--draft {choice!r}: the draft model was not resolved")
+    return _load_draft_model(draft_model, options, runner, model_name)
 
 
 def _load_draft_model(
-    ref: str, options: EngineOptions, target: Runner, target_name: str
+    draft: ModelFiles, options: EngineOptions, target: Runner, target_name: str
 ) -> Proposer:
     from dataclasses import replace
 
-    from ember.engine.runners.factory import create_runner, resolve
+    from ember.engine.runners.factory import create_runner
 
-    resolved = resolve(ref)
-    draft_options = replace(options, model=ref, draft="none")
-    draft_runner = create_runner(draft_options, resolved)
-    name = str(getattr(resolved, "name", ref))
+    draft_options = replace(options, model=draft.name, draft="none")
+    draft_runner = create_runner(draft_options, draft)
     try:
-        return _draft_proposer(draft_runner, options, target, target_name, name)
+        return _draft_proposer(draft_runner, options, target, target_name, draft.name)
     except Exception:
         draft_runner.close()
         raise

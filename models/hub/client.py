@@ -115,7 +115,60 @@ def resolve_url(repo_id: str, revision: str, path: str) -> str:
 def _api() -> object:
     from huggingface_hub import HfApi
 
+    _fail_fast_once()
     return HfApi(endpoint=endpoint(), token=token() or False)
+
+
+class HubUnreachable(OSError):
+    """No connection to the Hub could be made (refused, no route, no DNS, connect timeout)."""
+
+
+CONNECT_TIMEOUT_S = 10.0  # a Hub that does not accept a connection by then is unreachable
+READ_TIMEOUT_S = 60.0
+_fail_fast_installed = False
+
+
+def _fail_fast_once() -> None:
+    """Make huggingface_hub give up on the first failed connection.
+
+    Its paginated calls (search) go through `http_backoff`, which retries connection errors and
+    timeouts five times (1 + 2 + 4 + 8 + 8 s: `ember search` offline took 23 s to say so). The
+    documented knob is the HTTP client factory: ours wraps the transport so a failed connect
+    raises HubUnreachable, which the backoff does not retry, and caps the connect wait (the
+    library's default client has no timeout at all). HTTP statuses (429, 5xx) still retry.
+    """
+    global _fail_fast_installed
+    if _fail_fast_installed:
+        return
+    import huggingface_hub
+    from huggingface_hub.utils import _http as hub_http
+
+    set_factory = getattr(huggingface_hub, "set_client_factory", None)
+    httpx_module = getattr(hub_http, "httpx2", None) or getattr(hub_http, "httpx", None)
+    if set_factory is None or httpx_module is None:  # an older huggingface_hub (requests)
+        _fail_fast_installed = True
+        return
+    connect_errors = (httpx_module.ConnectError, httpx_module.ConnectTimeout)
+
+    class FailFastTransport(httpx_module.HTTPTransport):  # type: ignore[misc, name-defined]
+        def handle_request(self, request: object) -> object:
+            try:
+                return super().handle_request(request)
+            except connect_errors as exc:
+                raise HubUnreachable(str(exc) or type(exc).__name__) from None
+
+    hook = getattr(hub_http, "hf_request_event_hook", None)  # offline mode, request ids
+
+    def factory() -> object:
+        return httpx_module.Client(
+            transport=FailFastTransport(),
+            event_hooks={"request": [hook]} if hook else {},
+            follow_redirects=True,
+            timeout=httpx_module.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S),
+        )
+
+    set_factory(factory)
+    _fail_fast_installed = True
 
 
 @contextmanager

@@ -14,16 +14,19 @@ from typing import Any, TypeAlias
 
 from ember.models.hub.download import DownloadProgress
 from ember.models.hub.pull import Puller, PullResult
+from ember.models.registry.registry import Registry
 
 PullEvent: TypeAlias = DownloadProgress | str | PullResult
 
 
 def pull_events(
-    ref: str, cancel: threading.Event | None = None, **puller_options: Any
+    ref: str, registry: Registry, cancel: threading.Event | None = None, **puller_options: Any
 ) -> Iterator[PullEvent]:
     """Pull ref on a thread; yield progress and notes, then the result (errors are raised)."""
     events: queue.Queue[PullEvent | BaseException | None] = queue.Queue()
-    puller = Puller(on_progress=events.put, on_note=events.put, cancel=cancel, **puller_options)
+    puller = Puller(
+        registry, on_progress=events.put, on_note=events.put, cancel=cancel, **puller_options
+    )
     puller.downloader.on_wait = lambda f: events.put(
         f"{f.name}: another pull is downloading it; waiting"
     )

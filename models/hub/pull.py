@@ -46,7 +46,7 @@ class Puller:
 
     def __init__(
         self,
-        registry: Registry | None = None,
+        registry: Registry,
         *,
         offline: bool = False,
         ctx: int = 4096,
@@ -55,7 +55,7 @@ class Puller:
         cancel: threading.Event | None = None,
         downloader: Downloader | None = None,
     ) -> None:
-        self.registry = registry or Registry()
+        self.registry = registry
         self.offline = hub.is_offline(offline)
         self.ctx = ctx
         self.on_note = on_note or (lambda _text: None)

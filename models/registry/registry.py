@@ -1,8 +1,9 @@
-"""The local model index and `resolve_model`: names, aliases, paths, digests, sizes.
+"""The local model index: names, aliases, paths, digests, sizes; `Registry.resolve`.
 
 A model reference is a registry name or alias, `gemma3-270m` (the packaged starter, assembled into
 the data dir on first use), a path to a .gguf file, or a safetensors folder. The index is one
-SQLite file in the data dir (registry_store.py); this module is the API the CLI and TUI use.
+SQLite file in the data dir (store.py); this module is the API app uses (app/loading.py turns
+a resolved reference into what the engine loads).
 """
 
 from __future__ import annotations
@@ -25,7 +26,10 @@ from ember.models.registry.probe import (
 )
 from ember.models.registry.store import ModelRecord, RegistryStore
 
-__all__ = ["DiskUsage", "ModelRecord", "Registry", "ResolvedModel", "resolve_model"]
+__all__ = ["DiskUsage", "ModelRecord", "Registry", "ResolvedModel"]
+
+# (absolute path, size, mtime_ns) -> SHA-256: files this process already hashed or looked up
+_DIGESTS: dict[tuple[str, int, int], str] = {}
 
 
 @dataclass(frozen=True)
@@ -49,24 +53,13 @@ class DiskUsage:
     owned_bytes: int
 
 
-def _models_dir() -> Path:
-    from ember.app.config import get_paths
-
-    return get_paths().models_dir
-
-
-def _registry_db() -> Path:
-    from ember.app.config import get_paths
-
-    return get_paths().registry_db
-
-
 class Registry:
-    """The local model index (a SQLite file in the data dir)."""
+    """The local model index: a SQLite file and the folder downloads go to (both from app's
+    paths: open_registry in app/loading.py)."""
 
-    def __init__(self, db_path: Path | None = None, models_dir: Path | None = None) -> None:
-        self.store = RegistryStore(db_path or _registry_db())
-        self.models_dir = models_dir or _models_dir()
+    def __init__(self, db_path: Path, models_dir: Path) -> None:
+        self.store = RegistryStore(db_path)
+        self.models_dir = models_dir
 
     # ---- reading -------------------------------------------------------------------------
 
@@ -101,8 +94,16 @@ class Registry:
     # ---- writing -------------------------------------------------------------------------
 
     def register(self, record: ModelRecord) -> ModelRecord:
-        """Insert or update a record; fills size and architecture from the files if missing."""
+        """Insert or update a record; fills size and architecture from the files if missing.
+        A single-file GGUF's known SHA-256 (the Hub's, checked while downloading) is
+        remembered as its digest, so the first load does not hash it again."""
         if record.format != "remote" and record.path.exists():
+            files = model_files(record.path, record.format)
+            if record.sha256 and record.format == "gguf" and files == [record.path]:
+                stat = record.path.stat()
+                self.store.remember_digest(
+                    record.path, stat.st_size, stat.st_mtime_ns, record.sha256
+                )
             if not record.size_bytes:
                 record = replace(record, size_bytes=model_size(record.path, record.format))
             if record.architecture is None:
@@ -167,8 +168,13 @@ class Registry:
     # ---- digests -------------------------------------------------------------------------
 
     def digest(self, path: Path, fmt: str) -> str:
-        """SHA-256 of a GGUF file; for multi-file models, SHA-256 over each file's name + digest."""
+        """The one content digest of a model (it keys the prefix store and the packed-weight
+        cache): SHA-256 of a single GGUF file; for multi-file models, SHA-256 over each file's
+        name + digest. Each file is hashed once: cached by (path, size, mtime) in the database
+        and in this process."""
         files = model_files(path, fmt)
+        if not files:
+            raise RegistryError(f"{path}: no model files to digest")
         if fmt == "gguf" and len(files) == 1:
             return self._file_digest(files[0])
         manifest = hashlib.sha256()
@@ -177,12 +183,16 @@ class Registry:
         return manifest.hexdigest()
 
     def _file_digest(self, path: Path) -> str:
+        path = Path(os.path.abspath(path))
         stat = path.stat()
-        cached = self.store.cached_digest(path, stat.st_size, stat.st_mtime_ns)
-        if cached:
-            return cached
-        value = sha256_file(path)
-        self.store.remember_digest(path, stat.st_size, stat.st_mtime_ns, value)
+        key = (str(path), stat.st_size, stat.st_mtime_ns)
+        value = _DIGESTS.get(key)
+        if value is None:
+            value = self.store.cached_digest(path, stat.st_size, stat.st_mtime_ns)
+            if value is None:
+                value = sha256_file(path)
+                self.store.remember_digest(path, stat.st_size, stat.st_mtime_ns, value)
+            _DIGESTS[key] = value
         return value
 
     # ---- resolving -----------------------------------------------------------------------
@@ -283,13 +293,3 @@ def _delete_owned(record: ModelRecord, models_dir: Path) -> int:
         folder.rmdir()
         folder = folder.parent
     return freed
-
-
-def resolve_model(ref: str) -> ResolvedModel:
-    """Resolve a name, alias, `gemma3-270m`, .gguf path or safetensors folder to a local model."""
-    return Registry().resolve(ref)
-
-
-def mark_used(name: str) -> None:
-    """Record that the registered model `name` was just loaded (lists sort by last use)."""
-    Registry().touch_last_used(name)

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from ember.app.cli import build_parser
-from ember.app.config import get_paths
 from ember.app.history.store import History
+from ember.paths import get_paths
 
 REPO = Path(__file__).resolve().parents[2]
 

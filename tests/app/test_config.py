@@ -4,8 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from ember.app.config import Settings, get_paths, load_settings, save_settings
+from ember.app.config import Settings, load_settings, save_settings
 from ember.app.errors import ConfigError
+from ember.paths import get_paths
 
 
 def test_ember_home_moves_every_path(ember_home: Path) -> None:
@@ -19,14 +20,14 @@ def test_missing_file_gives_defaults() -> None:
 
 
 def test_save_then_load_roundtrip() -> None:
-    s = Settings(model="my-model", threads=2, prefix_cache=False, system_prompt='say "hi"\nplease')
+    s = Settings(model="my-model", threads=1, prefix_cache=False, system_prompt='say "hi"\nplease')
     save_settings(s)
     assert load_settings(env={}) == s
 
 
 def test_env_overrides_file() -> None:
-    save_settings(Settings(threads=2))
-    assert load_settings(env={"EMBER_THREADS": "3"}).threads == 3
+    save_settings(Settings(ctx=2048))  # (threads are bounded by the machine: ctx works anywhere)
+    assert load_settings(env={"EMBER_CTX": "1024"}).ctx == 1024
 
 
 def test_bad_value_names_field_and_file() -> None:

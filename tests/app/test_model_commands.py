@@ -50,9 +50,9 @@ def test_list_empty_then_added(
     monkeypatch.setattr("ember.models.registry.starter.starter_installed", lambda: False)
     code, out, _ = _run(capsys, "list")
     assert code == 0 and "No local models" in out
-    from ember.models.registry.registry import Registry
+    from ember.app.loading import open_registry
 
-    Registry().add_path(write_tiny_gguf(tmp_path / "a.gguf"))
+    open_registry().add_path(write_tiny_gguf(tmp_path / "a.gguf"))
     code, out, _ = _run(capsys, "list", "--json")
     rows = json.loads(out)
     assert [r["name"] for r in rows] == ["a"] and rows[0]["present"] is True
@@ -121,10 +121,10 @@ def test_add_rejects_non_models(tmp_path: Path, capsys: pytest.CaptureFixture[st
 def test_rm_confirms_on_a_terminal(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ember.models.registry.registry import Registry
+    from ember.app.loading import open_registry
     from ember.models.registry.store import ModelRecord
 
-    registry = Registry()
+    registry = open_registry()
     path = write_tiny_gguf(registry.models_dir / "hub" / "org--r" / "m.gguf")
     registry.register(ModelRecord(name="org/r:Q4_0", path=path, format="gguf", owned=True))
     monkeypatch.setattr("sys.stdin.isatty", lambda: True)
@@ -205,9 +205,9 @@ def test_pull_safetensors_repo_end_to_end(
     hub.add_repo("org/tiny-st", files)
     code, out, err = _run(capsys, "pull", "org/tiny-st")
     assert code == 0, err
-    from ember.models.registry.registry import resolve_model
+    from ember.app.loading import open_registry
 
-    resolved = resolve_model("org/tiny-st")
+    resolved = open_registry().resolve("org/tiny-st")
     assert resolved.format == "safetensors" and resolved.architecture == "llama"
     got = sorted(p.name for p in resolved.path.iterdir() if not p.name.endswith(".lock"))
     want = sorted(

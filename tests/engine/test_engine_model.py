@@ -8,9 +8,17 @@ from typing import Any
 
 import pytest
 
-from ember.engine.api import ChatMessage, EngineOptions, Finished, GenerationRequest, SamplingParams
+from ember.engine.api import (
+    ChatMessage,
+    EngineOptions,
+    Finished,
+    GenerationRequest,
+    ModelFiles,
+    SamplingParams,
+)
 from ember.engine.engine import Engine
 from ember.engine.prefix_store import PrefixStore
+from tests.conftest import PACKED_CACHE_DIR
 
 pytestmark = pytest.mark.model
 
@@ -18,14 +26,15 @@ SYSTEM = ChatMessage("system", "You are a helpful assistant. Answer in one short
 
 
 @pytest.fixture(scope="module")
-def parts(starter_gguf: Path) -> Any:
+def parts(starter_files: ModelFiles) -> Any:
     """One loaded torch runner (loading dominates the cost) shared by this module's tests."""
     pytest.importorskip("ember.engine.runners.torch.runner")
     from ember.engine.runners.factory import load_parts
 
-    runner, chat, _ = load_parts(
-        EngineOptions(model=str(starter_gguf), runner="torch", device="cpu")
+    options = EngineOptions(
+        model=starter_files.name, runner="torch", device="cpu", packed_cache_dir=PACKED_CACHE_DIR
     )
+    runner, chat, _ = load_parts(options, starter_files)
     yield runner, chat
     runner.close()
 

@@ -1,11 +1,10 @@
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-from ember.engine.api import EngineOptions
+from ember.engine.api import EngineOptions, ModelFiles
 from ember.engine.errors import EngineError
 from ember.engine.runners import factory
 
@@ -31,41 +30,32 @@ def test_unknown_runner_and_bad_paths() -> None:
         factory.pick_runner(EngineOptions(model="m", runner="vllm"), "gguf")
 
 
-def test_resolve_falls_back_to_paths_without_registry(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setitem(sys.modules, "ember.models.registry.registry", None)  # import fails
-    gguf = tmp_path / "m.gguf"
-    gguf.write_bytes(b"GGUF")
-    folder = tmp_path / "hf"
-    folder.mkdir()
-    (folder / "config.json").write_text("{}")
-    assert factory.resolve(str(gguf)).format == "gguf"
-    assert factory.resolve(str(folder)).format == "safetensors"
-    with pytest.raises(EngineError):
-        factory.resolve(str(tmp_path / "missing.gguf"))
-
-
-def test_resolve_uses_the_registry(tmp_path: Path) -> None:
-    from ember.models.errors import ModelFileError
-    from ember.models.registry.registry import RegistryError
-
-    with pytest.raises((RegistryError, ModelFileError, EngineError)):
-        factory.resolve(str(tmp_path / "missing.gguf"))
-
-
 def test_fake_runner_loads_without_a_model_file() -> None:
-    runner, chat, name = factory.load_parts(EngineOptions(model="anything", runner="fake"))
+    runner, chat, name = factory.load_parts(EngineOptions(model="anything", runner="fake"), None)
     assert runner.info.name == "fake" and name == "fake" and chat is not None
 
 
-def test_loading_a_registered_model_marks_it_used(tiny_models: object) -> None:
-    from ember.models.registry.registry import Registry
+def test_a_real_runner_needs_a_resolved_model() -> None:
+    with pytest.raises(EngineError, match="not resolved"):
+        factory.load_parts(EngineOptions(model="tiny", runner="torch", device="cpu"), None)
+
+
+def test_loading_touches_no_registry_and_uses_the_given_digest(tiny_models: object) -> None:
+    """The engine loads what app resolved: no registry database appears, and the runner keys
+    its snapshots with the digest it was handed."""
+    from ember.paths import get_paths
 
     path = tiny_models.gguf("llama", "Q8_0")  # type: ignore[attr-defined]
-    Registry().add_path(path, name="tiny")
-    assert Registry().get("tiny").last_used_at is None
-    runner, _, name = factory.load_parts(EngineOptions(model="tiny", runner="torch", device="cpu"))
+    model = ModelFiles("tiny", path, "gguf", "ab" * 32)
+    options = EngineOptions(model="tiny", runner="torch", device="cpu")
+    runner, chat, name = factory.load_parts(options, model)
     runner.close()
-    assert name == "tiny"
-    assert Registry().get("tiny").last_used_at is not None
+    assert (name, runner.info.model_digest) == ("tiny", "ab" * 32) and chat is not None
+    assert not get_paths().registry_db.exists()
+
+
+def test_model_files_are_validated() -> None:
+    with pytest.raises(EngineError, match="SHA-256"):
+        ModelFiles("m", Path("m.gguf"), "gguf", "not-a-digest")
+    with pytest.raises(EngineError, match="format"):
+        ModelFiles("m", Path("m.bin"), "pickle", "ab" * 32)  # type: ignore[arg-type]

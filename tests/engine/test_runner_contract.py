@@ -12,7 +12,6 @@ import importlib.util
 import threading
 from collections.abc import Iterator
 from contextlib import ExitStack
-from pathlib import Path
 
 import pytest
 
@@ -22,10 +21,12 @@ from ember.engine.api import (
     EngineOptions,
     Finished,
     GenerationRequest,
+    ModelFiles,
     SamplingParams,
     TextDelta,
     load_engine,
 )
+from tests.conftest import PACKED_CACHE_DIR
 
 QUESTION = (ChatMessage("user", "Name three colours of the rainbow."),)
 HAS_TORCH_RUNNER = importlib.util.find_spec("ember.engine.runners.torch.runner") is not None
@@ -43,8 +44,12 @@ BACKENDS = [
 ]
 
 
-def _local(model: str, runner: str) -> Backend:
-    return load_engine(EngineOptions(model=model, runner=runner, threads=1, ctx=1024))
+def _local(model: ModelFiles | None, runner: str) -> Backend:
+    name = model.name if model else "fake"
+    options = EngineOptions(
+        model=name, runner=runner, threads=1, ctx=1024, packed_cache_dir=PACKED_CACHE_DIR
+    )
+    return load_engine(options, model)
 
 
 @pytest.fixture(scope="module")
@@ -66,16 +71,16 @@ def backend(
     name: str = request.param
     if name not in backends:
         if name == "fake":
-            backends[name] = _local("fake", "fake")
+            backends[name] = _local(None, "fake")
         elif name == "remote":
-            backends[name] = _remote(request.getfixturevalue("starter_gguf"), backends, stack)
+            backends[name] = _remote(request.getfixturevalue("starter_files"), backends, stack)
         else:
-            backends[name] = _local(str(request.getfixturevalue("starter_gguf")), name)
+            backends[name] = _local(request.getfixturevalue("starter_files"), name)
         stack.callback(backends[name].close)
     return backends[name]
 
 
-def _remote(path: Path, backends: dict[str, Backend], stack: ExitStack) -> Backend:
+def _remote(model: ModelFiles, backends: dict[str, Backend], stack: ExitStack) -> Backend:
     """A RemoteBackend to `ember serve` serving the llama.cpp backend (shared with its tests)."""
     from ember.app.server.pool import ModelPool
     from ember.app.server.security import Guard
@@ -83,7 +88,7 @@ def _remote(path: Path, backends: dict[str, Backend], stack: ExitStack) -> Backe
     from tests.app.server.server_harness import running_server
 
     if "llama.cpp" not in backends:
-        backends["llama.cpp"] = _local(str(path), "llama.cpp")
+        backends["llama.cpp"] = _local(model, "llama.cpp")
         stack.callback(backends["llama.cpp"].close)
     local = backends["llama.cpp"]
 
@@ -157,16 +162,16 @@ def test_abort_keeps_the_text_so_far(backend: Backend) -> None:
 
 @pytest.mark.model
 def test_same_model_same_text_on_every_runner(
-    backends: dict[str, Backend], stack: ExitStack, starter_gguf: Path
+    backends: dict[str, Backend], stack: ExitStack, starter_files: ModelFiles
 ) -> None:
     names = ["llama.cpp", "remote", *(["torch"] if HAS_TORCH_RUNNER else [])]
     texts = {}
     for name in names:
         if name not in backends:
             if name == "remote":
-                backends[name] = _remote(starter_gguf, backends, stack)
+                backends[name] = _remote(starter_files, backends, stack)
             else:
-                backends[name] = _local(str(starter_gguf), name)
+                backends[name] = _local(starter_files, name)
             stack.callback(backends[name].close)
         texts[name] = collect(backends[name], ask(max_tokens=8))[1].text
     assert len(set(texts.values())) == 1, texts

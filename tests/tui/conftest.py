@@ -12,10 +12,11 @@ import pytest
 from textual.app import App
 from textual.pilot import Pilot
 
-from ember.app.config import Settings, get_paths
+from ember.app.config import Settings
 from ember.app.history.store import History
 from ember.engine.api import EngineOptions
 from ember.engine.errors import EngineError
+from ember.paths import get_paths
 from ember.tui.app import EmberApp
 from ember.tui.fake_backend import FakeBackend, FakeScript
 from ember.tui.fake_catalog import FakeCatalog

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import statistics
 import time
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from ember.engine.api import ModelFiles
 
 TEXT = (
     "The river bends past the old mill, where the water turns the wheel and the wheel turns "
@@ -65,13 +67,13 @@ def _runner_pass(runner: Any, prompt: list[int], decode_tokens: int) -> tuple[fl
     return prefill_s, time.perf_counter() - start
 
 
-def _engine_pass(model_path: Path, threads: int, prompt: list[int], decode_tokens: int) -> Any:
+def _engine_pass(model: ModelFiles, threads: int, prompt: list[int], decode_tokens: int) -> Any:
     from ember.engine.api import EngineOptions, GenerationRequest, SamplingParams, load_engine
 
     options = EngineOptions(
-        model=str(model_path), runner="llama.cpp", threads=threads, ctx=2048, prefix_cache=False
+        model=model.name, runner="llama.cpp", threads=threads, ctx=2048, prefix_cache=False
     )
-    backend = load_engine(options)
+    backend = load_engine(options, model)
     try:
         sampling = SamplingParams(temperature=0.0, max_tokens=decode_tokens + 1, ignore_eos=True)
         request = GenerationRequest(prompt_ids=tuple(prompt), sampling=sampling)
@@ -81,7 +83,7 @@ def _engine_pass(model_path: Path, threads: int, prompt: list[int], decode_token
 
 
 def bench_llamacpp_runner(
-    model_path: Path | str,
+    model: ModelFiles,
     threads: int,
     *,
     prompt_tokens: int = 256,
@@ -94,7 +96,7 @@ def bench_llamacpp_runner(
 
     from ember.engine.runners.llamacpp.runner import LlamaCppRunner
 
-    path = Path(model_path)
+    path = model.path
     raw = llama_cpp.Llama(
         model_path=str(path),
         n_ctx=prompt_tokens + decode_tokens + 64,
@@ -104,7 +106,7 @@ def bench_llamacpp_runner(
         swa_full=True,
         verbose=False,
     )
-    runner = LlamaCppRunner.load(path, threads=threads, max_sequences=16)
+    runner = LlamaCppRunner.load(path, digest=model.digest, threads=threads, max_sequences=16)
     prompt = _prompt(lambda text: raw.tokenize(text.encode(), add_bos=False), prompt_tokens)
     timings: dict[str, list[float]] = {"raw_pre": [], "raw_dec": [], "run_pre": [], "run_dec": []}
     try:
@@ -135,7 +137,7 @@ def bench_llamacpp_runner(
         "decode_ratio": med["run_dec"] / med["raw_dec"],
     }
     if with_engine:
-        stats = _engine_pass(path, threads, prompt, decode_tokens)
+        stats = _engine_pass(model, threads, prompt, decode_tokens)
         result["engine_prefill_tok_s"] = stats.prefill_tok_s
         result["engine_decode_tok_s"] = stats.decode_tok_s
         result["engine_decode_ratio"] = stats.decode_tok_s / med["raw_dec"]

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
-import hashlib
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -71,18 +69,6 @@ class LlamaCppConfig:
         )
 
 
-@cache
-def file_digest(path: Path, size: int, mtime_ns: int) -> str:
-    """SHA-256 of a model file: the registry's cached digest, else computed (per process)."""
-    try:
-        from ember.models.registry.registry import Registry
-
-        return Registry().digest(path, "gguf")
-    except Exception:  # noqa: BLE001 - the digest only keys snapshots: compute it here instead
-        with path.open("rb") as f:
-            return hashlib.file_digest(f, "sha256").hexdigest()
-
-
 def _gpu_backend() -> str:
     """'cuda', 'metal' or 'vulkan' as llama.cpp's build reports it, else 'gpu'."""
     info = lib().llama_print_system_info().decode("utf-8", "replace").lower()
@@ -95,7 +81,7 @@ def _meta(model: Any, key: str) -> str | None:
     return buf.value.decode("utf-8", "replace") if count >= 0 else None
 
 
-def _model_info(path: Path, model: Any, device: str) -> RunnerInfo:
+def _model_info(model: Any, device: str, digest: str) -> RunnerInfo:
     llama = lib()
     arch = _meta(model, "general.architecture") or "unknown"
     n_head = max(1, llama.llama_model_n_head(model))
@@ -103,7 +89,6 @@ def _model_info(path: Path, model: Any, device: str) -> RunnerInfo:
     key_dim = int(_meta(model, f"{arch}.attention.key_length") or head_dim)
     value_dim = int(_meta(model, f"{arch}.attention.value_length") or head_dim)
     kv_heads = llama.llama_model_n_head_kv(model)
-    stat = path.stat()
     return RunnerInfo(
         name="llama.cpp",
         device=device,
@@ -111,7 +96,7 @@ def _model_info(path: Path, model: Any, device: str) -> RunnerInfo:
         vocab_size=llama.llama_vocab_n_tokens(llama.llama_model_get_vocab(model)),
         context_limit=llama.llama_model_n_ctx_train(model),
         kv_bytes_per_token=llama.llama_model_n_layer(model) * kv_heads * (key_dim + value_dim) * 2,
-        model_digest=file_digest(path.resolve(), stat.st_size, stat.st_mtime_ns),
+        model_digest=digest,
         dtype=KV_DTYPE,
     )
 
@@ -120,14 +105,19 @@ class LlamaCppRunner:
     """Runner over llama.cpp: batched llama_decode, logits rows, KV blocks as sequence memory."""
 
     def __init__(
-        self, path: Path, model: Any, config: LlamaCppConfig, tokenizer: Tokenizer
+        self,
+        path: Path,
+        model: Any,
+        config: LlamaCppConfig,
+        tokenizer: Tokenizer,
+        digest: str = "",
     ) -> None:
         self.path = path
         self.config = config
         self.tokenizer = tokenizer
         self._model = model
         device = "cpu" if config.gpu_layers == 0 else _gpu_backend()
-        self.info = _model_info(path, model, device)
+        self.info = _model_info(model, device, digest)
         self._ctx: Any = None
         self._blocks: BlockMap | None = None
         self._batch = TokenBatch(config.batch_tokens)
@@ -136,9 +126,15 @@ class LlamaCppRunner:
 
     @classmethod
     def load(
-        cls, path: Path | str, options: EngineOptions | None = None, **overrides: Any
+        cls,
+        path: Path | str,
+        options: EngineOptions | None = None,
+        *,
+        digest: str = "",
+        **overrides: Any,
     ) -> LlamaCppRunner:
-        """Load a GGUF file; options map threads/device, overrides set LlamaCppConfig fields."""
+        """Load a GGUF file; options map threads/device, overrides set LlamaCppConfig fields;
+        digest (app's ModelFiles.digest) becomes info.model_digest (it keys disk snapshots)."""
         from ember.models.text.tokenizers.base import open_tokenizer
 
         path = Path(path)
@@ -146,7 +142,7 @@ class LlamaCppRunner:
         config = dataclasses.replace(config, **overrides)
         model = load_model(path, config.gpu_layers, config.use_mmap, config.use_mlock)
         try:
-            return cls(path, model, config, open_tokenizer(path))
+            return cls(path, model, config, open_tokenizer(path), digest)
         except BaseException:
             lib().llama_model_free(model)
             raise

@@ -18,6 +18,10 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ember.engine.api import ModelFiles
 
 RUNNERS = ("torch", "llama.cpp")
 FIRST_RUN = "torch, 1st run"  # torch with an empty packed-weight cache
@@ -57,12 +61,14 @@ def _prompt(vocab_size: int, num_tokens: int) -> list[int]:
 
 
 def _run_torch(
-    path: str, threads: int, prompt_len: int, decode_len: int, t0: float
+    path: str, threads: int, prompt_len: int, decode_len: int, t0: float, cache: tuple[str, str]
 ) -> tuple[float, float, float, float]:
     from ember.engine.runners.base import ForwardBatch, SeqStep
     from ember.engine.runners.torch.runner import TorchOptions, TorchRunner
 
-    runner = TorchRunner.load(path, TorchOptions(device="cpu", threads=threads))
+    packed_dir, digest = cache
+    opts = TorchOptions(device="cpu", threads=threads, packed_cache_dir=packed_dir)
+    runner = TorchRunner.load(path, opts, digest=digest)
     load_s = time.perf_counter() - t0
     block_size = 16
     total = prompt_len + decode_len
@@ -81,7 +87,7 @@ def _run_torch(
 
 
 def _run_llamacpp(
-    path: str, threads: int, prompt_len: int, decode_len: int, t0: float
+    path: str, threads: int, prompt_len: int, decode_len: int, t0: float, cache: tuple[str, str]
 ) -> tuple[float, float, float, float]:
     import llama_cpp
     import numpy as np
@@ -115,10 +121,12 @@ def _run_llamacpp(
 
 
 def child_main(argv: list[str]) -> None:
-    """Subprocess entry: runner path threads prompt_len decode_len -> one JSON line."""
+    """Subprocess entry: runner path threads prompt_len decode_len packed_dir digest -> one
+    JSON line (packed_dir "" = no packed-weight cache)."""
     t0 = time.perf_counter()
     runner, path = argv[0], argv[1]
     threads, prompt_len, decode_len = (int(a) for a in argv[2:5])
+    cache = (argv[5], argv[6])
     torch_like = runner.startswith("torch")
     if torch_like:
         import torch  # noqa: F401
@@ -126,7 +134,7 @@ def child_main(argv: list[str]) -> None:
         import llama_cpp  # noqa: F401
     base_mb = current_rss_mb()
     run = _run_torch if torch_like else _run_llamacpp
-    load_s, first_s, prefill, decode = run(path, threads, prompt_len, decode_len, t0)
+    load_s, first_s, prefill, decode = run(path, threads, prompt_len, decode_len, t0, cache)
     import resource
 
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
@@ -136,13 +144,14 @@ def child_main(argv: list[str]) -> None:
 
 def run_once(
     runner: str,
-    path: Path,
+    model: ModelFiles,
     threads: int,
     prompt_len: int,
     decode_len: int,
-    packed_cache: str | None = None,
+    packed_cache: str = "",
 ) -> BenchResult:
-    """One measurement of runner in a fresh Python process (packed_cache: EMBER_PACKED_CACHE)."""
+    """One measurement of runner in a fresh Python process (packed_cache: the packed-weight
+    folder of the torch runner; "" = none)."""
     import ember
 
     root = str(Path(ember.__file__).resolve().parent.parent)
@@ -150,18 +159,18 @@ def run_once(
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
     }
-    if packed_cache is not None:
-        env["EMBER_PACKED_CACHE"] = packed_cache
     code = "import sys; from ember.engine.runners.torch.bench import child_main; child_main(sys.argv[1:])"
     args = [
         sys.executable,
         "-c",
         code,
         runner,
-        str(path),
+        str(model.path),
         str(threads),
         str(prompt_len),
         str(decode_len),
+        packed_cache,
+        model.digest,
     ]
     proc = subprocess.run(args, capture_output=True, text=True, env=env, check=False)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
@@ -194,7 +203,7 @@ class BenchTable:
 
 
 def run_bench(
-    path: Path, threads: int, repeats: int, prompt_len: int = 512, decode_len: int = 256
+    model: ModelFiles, threads: int, repeats: int, prompt_len: int = 512, decode_len: int = 256
 ) -> BenchTable:
     """Alternate the runners repeats times; medians of every metric."""
     import tempfile
@@ -202,14 +211,14 @@ def run_bench(
     results: dict[str, list[BenchResult]] = {r: [] for r in (*RUNNERS, FIRST_RUN)}
     with tempfile.TemporaryDirectory(prefix="ember-bench-") as tmp:
         cache = str(Path(tmp) / "packed")
-        run_once("torch", path, threads, 16, 4, cache)  # fills the packed-weight cache
+        run_once("torch", model, threads, 16, 4, cache)  # fills the packed-weight cache
         for i in range(repeats):
             for runner in RUNNERS:
                 results[runner].append(
-                    run_once(runner, path, threads, prompt_len, decode_len, cache)
+                    run_once(runner, model, threads, prompt_len, decode_len, cache)
                 )
             empty = str(Path(tmp) / f"empty{i}")
-            first = run_once("torch", path, threads, prompt_len, decode_len, empty)
+            first = run_once("torch", model, threads, prompt_len, decode_len, empty)
             results[FIRST_RUN].append(first)
     keys = ("load_s", "first_token_s", "prefill_tok_s", "decode_tok_s", "peak_rss_mb")
     medians = {
@@ -219,9 +228,8 @@ def run_bench(
         }
         for r, rs in results.items()
     }
-    return BenchTable(
-        str(path), threads, repeats, prompt_len, decode_len, path.stat().st_size / 2**20, medians
-    )
+    size_mb = model.path.stat().st_size / 2**20
+    return BenchTable(str(model.path), threads, repeats, prompt_len, decode_len, size_mb, medians)
 
 
 def format_table(t: BenchTable) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from dataclasses import dataclass
@@ -17,8 +16,6 @@ from ember.engine.runners.torch.arch.spec import ArchSpec
 from ember.engine.runners.torch.config import ModelConfig
 from ember.engine.runners.torch.weights import F32, WeightTensor
 
-_DIGEST_SAMPLE = 1 << 20  # bytes hashed from each sampled region of a weight file
-
 
 @dataclass
 class ModelSource:
@@ -29,38 +26,21 @@ class ModelSource:
     spec: ArchSpec
     config: ModelConfig
     tensors: dict[str, WeightTensor]
-    digest: str
+    digest: str  # the content digest app resolved (ModelFiles.digest); "" = none given
     keepalive: Any = None  # the reader whose mmap backs the GGUF views
 
 
-def open_model(path: str | Path) -> ModelSource:
+def open_model(path: str | Path, digest: str = "") -> ModelSource:
     """Read the header of a GGUF file or an HF folder; tensors stay on disk until used."""
     path = Path(path)
     if path.is_dir():
-        return _open_safetensors(path)
+        return _open_safetensors(path, digest)
     if not path.is_file():
         raise EngineError(f"{path}: no such model file or folder")
-    return _open_gguf(path)
+    return _open_gguf(path, digest)
 
 
-def _file_digest(files: list[Path]) -> str:
-    """SHA-256 over sizes and sampled regions (head, middle, tail) of the weight files."""
-    h = hashlib.sha256()
-    for f in files:
-        size = f.stat().st_size
-        h.update(f"{f.name}:{size}".encode())
-        with f.open("rb") as fh:
-            for start in (
-                0,
-                max(0, size // 2 - _DIGEST_SAMPLE // 2),
-                max(0, size - _DIGEST_SAMPLE),
-            ):
-                fh.seek(start)
-                h.update(fh.read(_DIGEST_SAMPLE))
-    return h.hexdigest()
-
-
-def _open_gguf(path: Path) -> ModelSource:
+def _open_gguf(path: Path, digest: str) -> ModelSource:
     from ember.models.files.gguf import open_gguf
 
     model = open_gguf(path)  # bounded header check; tensors are zero-copy mmap views
@@ -70,7 +50,7 @@ def _open_gguf(path: Path) -> ModelSource:
         for name, t in model.tensors.items()
     }
     config = config_from_gguf(spec, model.metadata, {n: w.shape for n, w in tensors.items()})
-    return ModelSource(path, "gguf", spec, config, tensors, _file_digest([path]), keepalive=model)
+    return ModelSource(path, "gguf", spec, config, tensors, digest, keepalive=model)
 
 
 _HF_LAYER = re.compile(r"^layers\.(\d+)\.(.+)$")
@@ -110,7 +90,7 @@ def hf_to_gguf_name(spec: ArchSpec, name: str) -> str | None:
     return None
 
 
-def _open_safetensors(folder: Path) -> ModelSource:
+def _open_safetensors(folder: Path, digest: str) -> ModelSource:
     from safetensors import safe_open
 
     cfg_path = folder / "config.json"
@@ -135,9 +115,7 @@ def _open_safetensors(folder: Path) -> ModelSource:
             tensors[name] = WeightTensor(name, shape, F32, load=_loader(handle, hf_name))
     if "token_embd.weight" not in tensors:
         raise EngineError(f"{folder}: no embedding table (model.embed_tokens.weight)")
-    return ModelSource(
-        folder, "safetensors", spec, config, tensors, _file_digest(files), keepalive=handles
-    )
+    return ModelSource(folder, "safetensors", spec, config, tensors, digest, keepalive=handles)
 
 
 def _loader(handle: Any, name: str) -> Any:

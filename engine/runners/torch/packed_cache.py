@@ -5,7 +5,8 @@ map them from disk (`torch.load(mmap=True)`: zero-copy, paged in on use) instead
 The cache is an optimization only: a missing, truncated, corrupt or mismatched file is ignored
 with a one-line warning and the weights are converted again (and the file rewritten). Files are
 written to a temporary name and renamed, so a crash never leaves a half-written cache entry.
-Environment: EMBER_PACKED_CACHE=DIR puts the cache in DIR; EMBER_PACKED_CACHE=off disables it.
+The folder comes from app (EngineOptions.packed_cache_dir: <cache dir>/packed, or
+EMBER_PACKED_CACHE=DIR; EMBER_PACKED_CACHE=off disables it), the key from the model's digest.
 """
 
 from __future__ import annotations
@@ -23,21 +24,8 @@ import torch
 
 FORMAT_VERSION = 1
 MAX_BYTES = 4 << 30  # the packed/ folder is pruned (least recently used first) beyond this
-_OFF = ("off", "0", "no", "false")
 
 log = logging.getLogger(__name__)
-
-
-def default_dir() -> Path | None:
-    """The cache folder: $EMBER_PACKED_CACHE, else <cache dir>/packed; None when disabled."""
-    env = os.environ.get("EMBER_PACKED_CACHE", "")
-    if env.lower() in _OFF and env:
-        return None
-    if env:
-        return Path(env).expanduser()
-    from ember.app.config import get_paths
-
-    return get_paths().cache_dir / "packed"
 
 
 def cache_key(model_path: Path, digest: str, options: str) -> str:

@@ -36,7 +36,7 @@ class TorchOptions:
     weight_format: str = "auto"  # auto | dense | int8 | int4
     head_format: str = "auto"
     threads: int = 0  # 0 = leave torch's default
-    packed_cache: bool = True  # map converted weights from the cache dir (see packed_cache.py)
+    packed_cache_dir: str = ""  # map converted weights from here (packed_cache.py); "" = off
 
     def resolve_device(self) -> torch.device:
         """The concrete device; EngineError when the requested one is absent."""
@@ -104,24 +104,29 @@ class TorchRunner:
 
     @classmethod
     def load(
-        cls, path: str | Path, options: EngineOptions | TorchOptions | None = None
+        cls,
+        path: str | Path,
+        options: EngineOptions | TorchOptions | None = None,
+        *,
+        digest: str = "",
     ) -> TorchRunner:
-        """Load a GGUF file or HF safetensors folder; EngineError for unsupported models."""
+        """Load a GGUF file or HF safetensors folder; EngineError for unsupported models.
+
+        digest: the model's content digest (app's ModelFiles.digest); it keys the packed-weight
+        cache and becomes info.model_digest. Without one the packed cache is not used."""
         opts = _torch_options(options)
         if opts.threads > 0:
             torch.set_num_threads(opts.threads)
         device = opts.resolve_device()
         dtype = opts.resolve_dtype(device)
-        src = open_model(path)
+        src = open_model(path, digest)
         build = BuildOptions(
             dtype=dtype,
             device=device,
             weight_format=opts.weight_format,
             head_format=opts.head_format,
         )
-        from ember.engine.runners.torch.packed_cache import default_dir
-
-        root = default_dir() if opts.packed_cache else None
+        root = Path(opts.packed_cache_dir) if opts.packed_cache_dir and digest else None
         with torch.inference_mode():
             model = build_model(src, build, root)
         return cls(src, model, device, dtype)
@@ -244,4 +249,6 @@ def _torch_options(options: Any) -> TorchOptions:
         return TorchOptions()
     if isinstance(options, TorchOptions):
         return options
-    return TorchOptions(device=options.device, threads=options.threads)
+    return TorchOptions(
+        device=options.device, threads=options.threads, packed_cache_dir=options.packed_cache_dir
+    )

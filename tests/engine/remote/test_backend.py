@@ -180,16 +180,8 @@ def test_load_engine_picks_the_remote_backend(
         by_url.close()
 
 
-def test_a_registry_entry_of_kind_remote(server: RemoteTestServer) -> None:
+def test_a_local_model_has_no_remote_config() -> None:
     from ember.engine.remote.backend import remote_config
 
-    class Resolved:
-        name, format, url = "ok", "remote", server.url
-
-    import ember.models.registry.registry as registry
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(registry, "resolve_model", lambda ref: Resolved())
-        config = remote_config(EngineOptions(model="my-server"))
-    assert config is not None and (config.url, config.model) == (server.url, "ok")
+    assert remote_config(EngineOptions(model="my-server")) is None  # app resolves registry names
     assert remote_config(EngineOptions(model="x", runner="llama.cpp")) is None

@@ -29,8 +29,8 @@ def test_run_draft_flags(
     seen: list[tuple[str, int, object]] = []
     real = engine_module.create_proposer
 
-    def spy(options: EngineOptions, runner: Any, name: str = "") -> Any:
-        proposer = real(options, runner, name)
+    def spy(options: EngineOptions, runner: Any, name: str = "", draft: Any = None) -> Any:
+        proposer = real(options, runner, name, draft)
         seen.append((options.draft, options.draft_tokens, proposer))
         return proposer
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 
 import pytest
 
@@ -12,9 +11,11 @@ from ember.engine.api import (
     EngineOptions,
     Finished,
     GenerationRequest,
+    ModelFiles,
     SamplingParams,
 )
 from ember.engine.engine import Engine
+from tests.conftest import PACKED_CACHE_DIR
 
 pytestmark = pytest.mark.model
 
@@ -41,11 +42,17 @@ def perimeter(width, height):
 '''
 
 
-def _generate(path: Path, runner: str, draft: str) -> tuple[list[int], int, int]:
+def _generate(model: ModelFiles, runner: str, draft: str) -> tuple[list[int], int, int]:
     options = EngineOptions(
-        model=str(path), runner=runner, threads=1, ctx=1024, draft=draft, prefix_disk_bytes=0
+        model=model.name,
+        runner=runner,
+        threads=1,
+        ctx=1024,
+        draft=draft,
+        prefix_disk_bytes=0,
+        packed_cache_dir=PACKED_CACHE_DIR,
     )
-    engine = Engine.load(options)
+    engine = Engine.load(options, model)
     try:
         request = GenerationRequest(
             messages=(ChatMessage("user", f"Repeat this code exactly:\n\n{CODE}"),),
@@ -59,8 +66,8 @@ def _generate(path: Path, runner: str, draft: str) -> tuple[list[int], int, int]
 
 
 @pytest.mark.parametrize("runner", RUNNERS)
-def test_lookup_greedy_equals_plain_greedy(starter_gguf: Path, runner: str) -> None:
-    plain, _, _ = _generate(starter_gguf, runner, "none")
-    drafted_ids, drafted, accepted = _generate(starter_gguf, runner, "lookup")
+def test_lookup_greedy_equals_plain_greedy(starter_files: ModelFiles, runner: str) -> None:
+    plain, _, _ = _generate(starter_files, runner, "none")
+    drafted_ids, drafted, accepted = _generate(starter_files, runner, "lookup")
     assert drafted_ids == plain
     assert drafted > 0 and accepted > 0  # the copy task is one lookup wins on

@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 
+from ember.app.loading import open_registry
 from ember.models.errors import DownloadError
 from ember.models.hub.catalog import catalog_entry, load_catalog
 from ember.models.hub.pull import Puller
 from ember.models.hub.select import QUANT_PREFERENCE
-from ember.models.registry.registry import Registry, resolve_model
 from tests.fixtures.quick_gguf import write_tiny_gguf
 from tests.models.hub.hub_server import HubServer
 
@@ -39,10 +39,10 @@ def test_pull_catalog_name_sets_alias(hub: HubServer, tmp_path: Path) -> None:
         entry.repo,
         {"qwen2.5-0.5b-instruct-q4_k_m.gguf": data, "qwen2.5-0.5b-instruct-q8_0.gguf": data},
     )
-    result = Puller().pull("qwen2.5-0.5b")
+    result = Puller(open_registry()).pull("qwen2.5-0.5b")
     assert result.record.name == f"{entry.repo}:Q4_K_M"
-    assert resolve_model("qwen2.5-0.5b").path == result.record.path
-    assert Registry().get("qwen2.5-0.5b").aliases == ("qwen2.5-0.5b",)
+    assert open_registry().resolve("qwen2.5-0.5b").path == result.record.path
+    assert open_registry().get("qwen2.5-0.5b").aliases == ("qwen2.5-0.5b",)
 
 
 def test_hf_cache_discovery_and_add(
@@ -67,10 +67,10 @@ def test_hf_cache_discovery_and_add(
     assert main(["list"]) == 0
     assert "2 more in the Hugging Face cache" in capsys.readouterr().out
     assert main(["add", "--hf-cache"]) == 0
-    names = {r.name: r for r in Registry().list_models()}
+    names = {r.name: r for r in open_registry().list_models()}
     assert set(names) >= {"org/g-GGUF:Q8_0", "org/st"}
     assert not names["org/st"].owned and names["org/st"].format == "safetensors"
-    assert resolve_model("org/st").path.is_relative_to(hf_cache_dir())
+    assert open_registry().resolve("org/st").path.is_relative_to(hf_cache_dir())
     capsys.readouterr()
     assert main(["list"]) == 0
     assert "Hugging Face cache" not in capsys.readouterr().out

@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 
+from ember.app.loading import open_registry
 from ember.models.errors import DownloadError
 from ember.models.hub.download import DownloadProgress
 from ember.models.hub.plan import repo_folder
 from ember.models.hub.pull import Puller
-from ember.models.registry.registry import Registry, resolve_model
 from tests.fixtures.quick_gguf import write_tiny_gguf
 from tests.models.hub.hub_server import Fault, HubServer
 
@@ -19,7 +19,7 @@ def _gguf_bytes(tmp_path: Path, name: str, rows: int = 64, seed: int = 0) -> byt
 
 
 def _puller(**kwargs: object) -> Puller:
-    puller = Puller(**kwargs)  # type: ignore[arg-type]
+    puller = Puller(open_registry(), **kwargs)  # type: ignore[arg-type]
     puller.downloader.backoff_s = 0.0
     puller.downloader.timeout_s = 5.0
     return puller
@@ -41,7 +41,7 @@ def test_pull_default_quant_and_register(hub: HubServer, tmp_path: Path) -> None
     assert record.architecture == "llama"
     assert hub.served("org/tiny-GGUF", "tiny-Q8_0.gguf") == 0
     assert events[-1].done and events[-1].bytes_done == events[-1].bytes_total == len(q4)
-    assert resolve_model("org/tiny-GGUF").path == record.path
+    assert open_registry().resolve("org/tiny-GGUF").path == record.path
     # a second pull downloads nothing
     again = _puller().pull("org/tiny-GGUF:Q4_K_M")
     assert again.downloaded_bytes == 0 and again.source == "ember"
@@ -126,7 +126,7 @@ def test_safetensors_suffix_when_gguf_exists_too(hub: HubServer, tmp_path: Path)
     record = _puller().pull("org/both:safetensors").record
     assert record.format == "safetensors" and record.name == "org/both"
     assert not (record.path / gguf.path.name).exists()  # the two sets live apart
-    assert Registry().remove("org/both") > 0
+    assert open_registry().remove("org/both") > 0
     assert gguf.path.exists() and not record.path.exists()
     assert _puller(offline=True).pull("org/both").record.path == gguf.path
     hub.add_repo("org/only-gguf", {"m-Q4_0.gguf": b"x"})
@@ -185,7 +185,7 @@ def test_hf_cache_is_reused(hub: HubServer, tmp_path: Path) -> None:
     assert all(
         rng is not None and rng.startswith("bytes=0-") for _, _, rng in gets
     )  # header peek only
-    assert Registry().remove("org/cached:Q4_K_M") == 0 and Path(cached).exists()
+    assert open_registry().remove("org/cached:Q4_K_M") == 0 and Path(cached).exists()
 
 
 def test_repo_folder_layout(tmp_path: Path) -> None:
@@ -201,25 +201,25 @@ def test_pull_events_iterator(hub: HubServer, tmp_path: Path) -> None:
 
     data = write_tiny_gguf(tmp_path / "big.gguf", n_vocab=8192).read_bytes()
     hub.add_repo("org/ev", {"m-Q4_0.gguf": data})
-    items = list(pull_events("org/ev"))
+    items = list(pull_events("org/ev", open_registry()))
     assert isinstance(items[-1], PullResult) and items[-1].record.path.read_bytes() == data
     progress = [i for i in items if isinstance(i, DownloadProgress)]
     assert progress[-1].done and progress[-1].bytes_done == len(data)
     with pytest.raises(DownloadError, match="org/missing: repository not found"):
-        list(pull_events("org/missing"))
+        list(pull_events("org/missing", open_registry()))
     hub.add_repo("org/ev2", {"m-Q4_0.gguf": data})
     hub.set_fault("org/ev2", "m-Q4_0.gguf", Fault(stall_after=len(data) // 2, times=2))
     cancel = threading.Event()
     with pytest.raises(DownloadCancelled, match="cancelled; .* kept in"):
-        for item in pull_events("org/ev2", cancel=cancel):
+        for item in pull_events("org/ev2", open_registry(), cancel=cancel):
             if isinstance(item, DownloadProgress) and 0 < item.bytes_done < len(data):
                 cancel.set()  # the TUI's "cancel" button
                 hub.state.release_stall.set()
-    part = repo_folder(Registry().models_dir, "org/ev2") / "m-Q4_0.gguf.part"
+    part = repo_folder(open_registry().models_dir, "org/ev2") / "m-Q4_0.gguf.part"
     # The cancel can land after the rest of the file arrived in one read (the stall was
     # released): the .part then holds every byte, but it is never renamed into place.
     assert 0 < part.stat().st_size <= len(data)
     assert not part.with_suffix("").exists()
-    resumed = list(pull_events("org/ev2"))  # the rerun resumes from the .part
+    resumed = list(pull_events("org/ev2", open_registry()))  # the rerun resumes from the .part
     assert isinstance(resumed[-1], PullResult) and resumed[-1].record.path.read_bytes() == data
     assert not part.exists()

@@ -5,9 +5,10 @@ from pathlib import Path
 
 import pytest
 
+from ember.app.loading import open_registry
 from ember.models.errors import RegistryError
 from ember.models.registry.probe import gguf_shards, sha256_file
-from ember.models.registry.registry import Registry, resolve_model
+from ember.models.registry.registry import Registry
 from ember.models.registry.store import ModelRecord
 from tests.fixtures.quick_gguf import write_tiny_gguf
 from tests.fixtures.quick_hf import write_tiny_hf
@@ -20,7 +21,7 @@ def registry(tmp_path: Path) -> Registry:
 
 def test_resolve_gguf_path(tmp_path: Path) -> None:
     path = write_tiny_gguf(tmp_path / "tiny-q8.gguf", arch="qwen2")
-    resolved = resolve_model(str(path))
+    resolved = open_registry().resolve(str(path))
     assert resolved.format == "gguf"
     assert resolved.path == path.resolve()
     assert resolved.name == "tiny-q8"
@@ -29,7 +30,7 @@ def test_resolve_gguf_path(tmp_path: Path) -> None:
 
 def test_resolve_safetensors_folder(tmp_path: Path) -> None:
     folder = write_tiny_hf(tmp_path / "tiny-st", "qwen3")
-    resolved = resolve_model(str(folder))
+    resolved = open_registry().resolve(str(folder))
     assert (resolved.format, resolved.name, resolved.architecture) == (
         "safetensors",
         "tiny-st",
@@ -39,10 +40,10 @@ def test_resolve_safetensors_folder(tmp_path: Path) -> None:
 
 def test_unknown_ref_names_it_and_suggests(tmp_path: Path) -> None:
     with pytest.raises(RegistryError, match=r"no-such-model.*ember list.*ember pull no-such-model"):
-        resolve_model("no-such-model")
+        open_registry().resolve("no-such-model")
     (tmp_path / "x.txt").write_text("hi")
     with pytest.raises(RegistryError, match="not a model"):
-        resolve_model(str(tmp_path / "x.txt"))
+        open_registry().resolve(str(tmp_path / "x.txt"))
 
 
 def test_add_alias_list_get(registry: Registry, tmp_path: Path) -> None:
@@ -127,11 +128,11 @@ def test_registry_uses_wal(registry: Registry, tmp_path: Path) -> None:
 
 @pytest.mark.model
 def test_starter_assembled_into_data_dir(ember_home: Path) -> None:
-    resolved = resolve_model("gemma3-270m")
+    resolved = open_registry().resolve("gemma3-270m")
     assert resolved.path.is_relative_to(ember_home)
     assert resolved.format == "gguf" and resolved.architecture == "gemma3"
     assert resolved.sha256 is not None and len(resolved.sha256) == 64
-    record = Registry().get("gemma3-270m")
+    record = open_registry().get("gemma3-270m")
     assert record.owned and record.size_bytes == resolved.path.stat().st_size
 
 

@@ -13,6 +13,7 @@ from ember.engine.api import (
     EngineOptions,
     Finished,
     GenerationRequest,
+    ModelFiles,
     SamplingParams,
     load_engine,
 )
@@ -23,9 +24,9 @@ PROMPT = b"Write a short poem about the sea."
 SYSTEM = b"You are a careful assistant. Answer briefly and never invent facts. " * 6
 
 
-def options(path: Path, **overrides: Any) -> EngineOptions:
+def options(model: ModelFiles, **overrides: Any) -> EngineOptions:
     fields: dict[str, Any] = {"runner": "llama.cpp", "threads": 1, "ctx": 1024, **overrides}
-    return EngineOptions(model=str(path), **fields)
+    return EngineOptions(model=model.name, **fields)
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +44,8 @@ def snapshots(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def engine(starter_gguf: Path, snapshots: Path) -> Iterator[Backend]:
-    backend = load_engine(options(starter_gguf, prefix_cache_dir=str(snapshots)))
+def engine(starter_files: ModelFiles, snapshots: Path) -> Iterator[Backend]:
+    backend = load_engine(options(starter_files, prefix_cache_dir=str(snapshots)), starter_files)
     yield backend
     backend.close()
 
@@ -79,8 +80,8 @@ def test_prefix_cache_hit_reuses_the_prompt_and_keeps_the_output(engine: Backend
     assert second.token_ids == first.token_ids == raw_greedy(raw, ids, 12)
 
 
-def test_sink_window_eviction_runs_past_the_cache(starter_gguf: Path, raw: Any) -> None:
-    backend = load_engine(options(starter_gguf, ctx=128, sink=4, window=64))
+def test_sink_window_eviction_runs_past_the_cache(starter_files: ModelFiles, raw: Any) -> None:
+    backend = load_engine(options(starter_files, ctx=128, sink=4, window=64), starter_files)
     try:
         ids = raw.tokenize(PROMPT, add_bos=True)
         done = greedy(backend, ids, 100)
@@ -92,11 +93,11 @@ def test_sink_window_eviction_runs_past_the_cache(starter_gguf: Path, raw: Any) 
 
 
 def test_disk_snapshot_restores_the_prefix_in_a_fresh_engine(
-    engine: Backend, starter_gguf: Path, snapshots: Path, raw: Any
+    engine: Backend, starter_files: ModelFiles, snapshots: Path, raw: Any
 ) -> None:
     ids = raw.tokenize(SYSTEM + b"Question: name a colour.", add_bos=True)
     first = greedy(engine, ids, 8)  # finishing saves the prompt's blocks to disk
-    fresh = load_engine(options(starter_gguf, prefix_cache_dir=str(snapshots)))
+    fresh = load_engine(options(starter_files, prefix_cache_dir=str(snapshots)), starter_files)
     try:
         second = greedy(fresh, ids, 8)
     finally:
@@ -130,12 +131,15 @@ def assert_greedy_up_to_near_ties(raw: Any, prompt: list[int], got: tuple[int, .
 @pytest.mark.slow
 @pytest.mark.parametrize("draft", ["lookup", "model"])
 def test_speculative_decoding_keeps_the_greedy_output(
-    starter_gguf: Path, raw: Any, draft: str
+    starter_gguf: Path, starter_files: ModelFiles, raw: Any, draft: str
 ) -> None:
     text = b"Repeat exactly: the red fox, the red fox, the red fox, the red fox."
     ids = raw.tokenize(text, add_bos=True)
     choice = str(starter_gguf) if draft == "model" else draft  # a draft context of its own
-    backend = load_engine(options(starter_gguf, draft=choice, draft_tokens=4))
+    draft_model = starter_files if draft == "model" else None
+    backend = load_engine(
+        options(starter_files, draft=choice, draft_tokens=4), starter_files, draft_model=draft_model
+    )
     try:
         done = greedy(backend, ids, 20)
     finally:

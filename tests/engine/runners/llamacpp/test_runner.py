@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from ember.engine.api import ModelFiles
 from ember.engine.runners.base import ForwardBatch, SeqStep
 from ember.engine.runners.llamacpp.runner import LlamaCppRunner
 
@@ -19,8 +20,10 @@ PROMPT = "The quick brown fox jumps over the lazy dog. Then the dog wakes up and
 
 
 @pytest.fixture(scope="module")
-def runner(starter_gguf: Path) -> Iterator[LlamaCppRunner]:
-    made = LlamaCppRunner.load(starter_gguf, threads=1, max_sequences=8)
+def runner(starter_files: ModelFiles) -> Iterator[LlamaCppRunner]:
+    made = LlamaCppRunner.load(
+        starter_files.path, digest=starter_files.digest, threads=1, max_sequences=8
+    )
     made.init_kv(64, BS)
     yield made
     made.close()
@@ -78,11 +81,12 @@ def greedy(runner: LlamaCppRunner, seq_id: int, prompt: list[int], count: int) -
     return out
 
 
-def test_info_describes_the_gguf(runner: LlamaCppRunner) -> None:
+def test_info_describes_the_gguf(runner: LlamaCppRunner, starter_files: ModelFiles) -> None:
     info = runner.info
+    assert info.model_digest == starter_files.digest  # the one digest app resolved
     assert (info.name, info.architecture, info.device) == ("llama.cpp", "gemma3", "cpu")
     assert info.vocab_size == 262144 and info.context_limit == 32768
-    assert info.supports_shift and len(info.model_digest) == 64
+    assert info.supports_shift
     assert info.kv_bytes_per_token > 0
 
 

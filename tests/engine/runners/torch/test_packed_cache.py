@@ -5,61 +5,72 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from ember.engine.runners.torch.packed_cache import PackedCache, cache_key, default_dir, prune
+from ember.engine.api import ModelFiles
+from ember.engine.runners.torch.packed_cache import PackedCache, cache_key, prune
 from ember.engine.runners.torch.runner import TorchOptions, TorchRunner
 
 from .helpers import decode_logits
 
-OPTS = TorchOptions(device="cpu", threads=1)
 
-
-def _logits(path: Path) -> np.ndarray:
-    runner = TorchRunner.load(path, OPTS)
+def _logits(model: ModelFiles, packed: Path | None, digest: str | None = None) -> np.ndarray:
+    opts = TorchOptions(device="cpu", threads=1, packed_cache_dir=str(packed or ""))
+    digest = model.digest if digest is None else digest
+    runner = TorchRunner.load(model.path, opts, digest=digest)
+    assert runner.info.model_digest == digest
     ids = [int(x) for x in np.random.default_rng(3).integers(0, runner.info.vocab_size, 24)]
     return decode_logits(runner, ids, prefill=8)
 
 
 @pytest.mark.parametrize("quant", ["Q4_K_M", "Q8_0"])
 def test_second_load_maps_the_cache_and_matches(
-    tiny_models: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, quant: str
+    tiny_models: Any, model_files: Callable[[Path], ModelFiles], tmp_path: Path, quant: str
 ) -> None:
-    monkeypatch.setenv("EMBER_PACKED_CACHE", str(tmp_path / "packed"))
-    path = tiny_models.gguf("gemma3", quant)
-    first = _logits(path)
+    model = model_files(tiny_models.gguf("gemma3", quant))
+    first = _logits(model, tmp_path / "packed")
     files = list((tmp_path / "packed").glob("*.pt"))
     assert len(files) == 1
     opened = PackedCache.open(tmp_path / "packed", files[0].stem)
     assert opened.found is not None and "token_embd" in opened.found  # the tied head is cached
-    np.testing.assert_array_equal(_logits(path), first)
+    np.testing.assert_array_equal(_logits(model, tmp_path / "packed"), first)
 
 
 def test_damaged_cache_is_ignored_with_a_warning_and_rewritten(
-    tiny_models: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: Any
+    tiny_models: Any, model_files: Callable[[Path], ModelFiles], tmp_path: Path, caplog: Any
 ) -> None:
-    monkeypatch.setenv("EMBER_PACKED_CACHE", str(tmp_path / "packed"))
-    path = tiny_models.gguf("llama", "Q4_K_M")
-    first = _logits(path)
+    model = model_files(tiny_models.gguf("llama", "Q4_K_M"))
+    first = _logits(model, tmp_path / "packed")
     (entry,) = (tmp_path / "packed").glob("*.pt")
     entry.write_bytes(entry.read_bytes()[: entry.stat().st_size // 2])  # truncated
     with caplog.at_level(logging.WARNING):
-        np.testing.assert_array_equal(_logits(path), first)
+        np.testing.assert_array_equal(_logits(model, tmp_path / "packed"), first)
     assert "packed-weight cache ignored" in caplog.text and str(entry) in caplog.text
     assert PackedCache.open(tmp_path / "packed", entry.stem).found is not None  # rewritten
     assert not list((tmp_path / "packed").glob(".*.tmp"))
 
 
-def test_off_disables_the_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("EMBER_PACKED_CACHE", "off")
-    assert default_dir() is None
-    monkeypatch.delenv("EMBER_PACKED_CACHE")
-    monkeypatch.setenv("EMBER_HOME", str(tmp_path))
-    assert default_dir() == tmp_path / "cache" / "packed"
+def test_the_model_digest_keys_the_cache(
+    tiny_models: Any, model_files: Callable[[Path], ModelFiles], tmp_path: Path
+) -> None:
+    model = model_files(tiny_models.gguf("llama", "Q8_0"))
+    _logits(model, tmp_path / "packed")
+    _logits(model, tmp_path / "packed", digest="0" * 64)  # same file, another digest
+    assert len(list((tmp_path / "packed").glob("*.pt"))) == 2
+
+
+def test_no_folder_or_no_digest_means_no_cache(
+    tiny_models: Any, model_files: Callable[[Path], ModelFiles], tmp_path: Path
+) -> None:
+    model = model_files(tiny_models.gguf("llama", "Q8_0"))
+    _logits(model, None)
+    _logits(model, tmp_path / "packed", digest="")  # a key needs the model's digest
+    assert not (tmp_path / "packed").exists()
 
 
 def test_key_follows_file_and_options(tmp_path: Path) -> None:

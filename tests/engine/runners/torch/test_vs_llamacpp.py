@@ -8,11 +8,19 @@ from typing import Any
 import numpy as np
 import pytest
 
+from ember.engine.api import ModelFiles
 from ember.engine.runners.torch.runner import TorchOptions, TorchRunner
+from tests.conftest import PACKED_CACHE_DIR
 
 from .helpers import prefill_logits
 
 TEXT = Path(__file__).parent / "data" / "english.txt"
+
+
+def load_starter(model: ModelFiles) -> TorchRunner:
+    """The starter on the torch runner, its converted weights from the tests' packed cache."""
+    opts = TorchOptions(device="cpu", threads=2, packed_cache_dir=PACKED_CACHE_DIR)
+    return TorchRunner.load(model.path, opts, digest=model.digest)
 
 
 def llama_logits(path: Path, ids: list[int]) -> np.ndarray:
@@ -42,7 +50,9 @@ def mean_nll(logits: np.ndarray, ids: list[int]) -> float:
 
 
 @pytest.fixture(scope="module")
-def starter_scores(starter_gguf: Path) -> tuple[list[int], np.ndarray, np.ndarray]:
+def starter_scores(
+    starter_gguf: Path, starter_files: ModelFiles
+) -> tuple[list[int], np.ndarray, np.ndarray]:
     """(ids, our logits, llama.cpp's logits) over 512 scored tokens of English text."""
     from llama_cpp import Llama
 
@@ -50,7 +60,7 @@ def starter_scores(starter_gguf: Path) -> tuple[list[int], np.ndarray, np.ndarra
     ids = vocab.tokenize(TEXT.read_text().encode(), add_bos=True)[:513]
     assert len(ids) == 513  # BOS + 512 scored tokens
     expected = llama_logits(starter_gguf, ids)
-    runner = TorchRunner.load(starter_gguf, TorchOptions(device="cpu", threads=2))
+    runner = load_starter(starter_files)
     return ids, prefill_logits(runner, ids, num_blocks=40), expected
 
 
@@ -89,7 +99,7 @@ def test_starter_top1_agreement_floor(
 
 @pytest.mark.model
 def test_starter_quantized_path_agreement_floor(
-    starter_gguf: Path, starter_scores: tuple[list[int], np.ndarray, np.ndarray]
+    starter_files: ModelFiles, starter_scores: tuple[list[int], np.ndarray, np.ndarray]
 ) -> None:
     """Decode runs the packed int8g/int4 kernels, not the prefill's dense weights: scored in
     16-token steps it agrees 96.1% (measured; 94.7% before int8g was read exactly from the
@@ -99,7 +109,7 @@ def test_starter_quantized_path_agreement_floor(
     from .helpers import SimpleSeq, scattered_blocks
 
     ids, _, expected = starter_scores
-    runner = TorchRunner.load(starter_gguf, TorchOptions(device="cpu", threads=2))
+    runner = load_starter(starter_files)
     runner.init_kv(40, 16)
     seq = SimpleSeq(0, 16, scattered_blocks(40))
     steps = [ids[i : i + 16] for i in range(0, len(ids), 16)]

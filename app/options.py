@@ -1,0 +1,193 @@
+"""Settings file + environment + flags -> EngineOptions: the one place every caller gets them.
+
+The TUI, `ember run`, `ember eval`, `ember bench` and `ember serve` all build their options here:
+a flag given on the command line wins, else the settings file's value (which an `EMBER_<FIELD>`
+variable overrides, app/config.py), else the default. Flags and settings obey one set of rules
+(app/rules.py), so a bad value is the same one-line error wherever it comes from.
+
+`draft = "auto"` (the default) reaches the engine as "auto" from every caller, and means what
+the README says: prompt lookup on the torch runner, whose batched logits equal one-token
+decoding, and no drafting on llama.cpp (engine/speculative/verify.py: DEFAULT_DRAFT,
+NOT_BATCH_INVARIANT).
+
+Paths come from ember.paths: prefix snapshots in <cache dir>/prefix, the torch runner's packed
+weights in <cache dir>/packed (`EMBER_PACKED_CACHE=DIR` moves them, `=off` turns them off).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ember.app.config import Settings, load_settings
+from ember.app.errors import ConfigError
+from ember.app.rules import FLAG_RUNNERS, check_flag
+from ember.paths import Paths, get_paths
+
+if TYPE_CHECKING:
+    from ember.engine.api import EngineOptions, SamplingParams
+
+SAMPLING_FLAGS = ("temperature", "top_k", "top_p", "min_p", "repeat_penalty", "max_tokens")
+
+PACKED_CACHE_ENV = "EMBER_PACKED_CACHE"
+_OFF = ("off", "0", "no", "false")
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+@dataclass(frozen=True)
+class EngineFlags:
+    """Engine flags as given on a command line; None (or False) = not given: the settings apply."""
+
+    runner: str | None = None
+    remote: str | None = None  # --remote URL: run the model on an OpenAI-compatible server
+    device: str | None = None
+    threads: int | None = None
+    ctx: int | None = None
+    sink: int | None = None
+    window: int | None = None
+    kv_budget: int | None = None  # bytes
+    no_prefix_cache: bool = False
+    draft: str | None = None
+    draft_tokens: int | None = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> EngineFlags:
+        """The engine flags of parsed arguments (flags a command lacks count as not given)."""
+        values: dict[str, Any] = {
+            f.name: getattr(args, f.name, None) for f in dataclasses.fields(cls)
+        }
+        values["no_prefix_cache"] = bool(values["no_prefix_cache"])
+        return cls(**values)
+
+    def validate(self) -> None:
+        """ConfigError naming the first flag whose value breaks its rule."""
+        if self.runner is not None and self.runner not in FLAG_RUNNERS:
+            raise ConfigError(f"--runner {self.runner}: choose torch, llama.cpp, remote or auto")
+        for name in ("device", "threads", "ctx", "sink", "window", "draft", "draft_tokens"):
+            check_flag("--" + name.replace("_", "-"), getattr(self, name))
+        check_flag("--kv-budget", self.kv_budget)
+
+
+def parse_bytes(text: str) -> int:
+    """'512M', '2G', '1.5GiB' or a plain byte count -> bytes."""
+    match = _SIZE.match(text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size (try 512M or 2G)")
+    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+
+
+def add_engine_flags(parser: argparse.ArgumentParser, *, remote: bool = True) -> None:
+    """Flags that choose how the model is loaded; defaults come from the settings file."""
+    runners = "torch | llama.cpp | remote | auto" if remote else "torch | llama.cpp | auto"
+    parser.add_argument("--runner", help=f"{runners} (default: settings)")
+    if remote:
+        parser.add_argument(
+            "--remote",
+            metavar="URL",
+            help="an OpenAI-compatible server to run MODEL on (key: $EMBER_REMOTE_API_KEY)",
+        )
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"))
+    parser.add_argument("--threads", type=int, help="CPU threads (0 = physical cores)")
+    parser.add_argument("--ctx", type=int, help="context limit in tokens")
+    parser.add_argument(
+        "--sink", type=int, help="attention-sink tokens kept at the start (default 4)"
+    )
+    parser.add_argument(
+        "--window",
+        type=int,
+        help="recent tokens kept when the cache is full (0 = off, -1 = from --ctx)",
+    )
+    parser.add_argument(
+        "--kv-budget", type=parse_bytes, help="KV cache memory, e.g. 512M (default: from --ctx)"
+    )
+    parser.add_argument(
+        "--no-prefix-cache", action="store_true", help="do not reuse cached prompt prefixes"
+    )
+    parser.add_argument(
+        "--draft",
+        metavar="MODEL|lookup|self|none|auto",
+        help="speculative decoding: a draft model, prompt lookup, a self-draft, none, or auto "
+        "(lookup on torch, none on llama.cpp; the default)",
+    )
+    parser.add_argument(
+        "--draft-tokens", type=int, metavar="K", help="most tokens drafted per step (default 4)"
+    )
+
+
+def packed_cache_dir(paths: Paths, env: Mapping[str, str]) -> str:
+    """The torch runner's packed-weight folder: $EMBER_PACKED_CACHE, else <cache dir>/packed;
+    "" when EMBER_PACKED_CACHE is off."""
+    value = env.get(PACKED_CACHE_ENV, "")
+    if value.lower() in _OFF and value:
+        return ""
+    if value:
+        return os.path.expanduser(value)
+    return str(paths.cache_dir / "packed")
+
+
+def engine_options(
+    model: str,
+    settings: Settings | None = None,
+    flags: EngineFlags | None = None,
+    *,
+    paths: Paths | None = None,
+    env: Mapping[str, str] | None = None,
+) -> EngineOptions:
+    """How to load `model`: flags over settings (file + EMBER_<FIELD>) over defaults.
+
+    settings: default load_settings(paths, env); flags: default none given; paths: default
+    ember.paths.get_paths(); env: default os.environ (EMBER_PACKED_CACHE). ConfigError names
+    the first bad flag; EngineError an inconsistent combination."""
+    from ember.engine.api import EngineOptions
+
+    env = os.environ if env is None else env
+    paths = paths or get_paths()
+    settings = settings or load_settings(paths, dict(env))
+    flags = flags or EngineFlags()
+    flags.validate()
+    if not model.strip():
+        raise ConfigError("model: give a registry name, alias, .gguf file or safetensors folder")
+
+    def pick(name: str) -> Any:
+        value = getattr(flags, name)
+        return getattr(settings, name) if value is None else value
+
+    runner = "remote" if flags.remote else pick("runner")
+    return EngineOptions(
+        model=model,
+        runner=runner,
+        device=pick("device"),
+        threads=pick("threads"),
+        ctx=pick("ctx"),
+        sink=pick("sink"),
+        window=pick("window"),
+        kv_budget_bytes=flags.kv_budget or 0,
+        prefix_cache=settings.prefix_cache and not flags.no_prefix_cache,
+        draft=pick("draft").strip(),
+        draft_tokens=pick("draft_tokens"),
+        prefix_cache_dir=str(paths.prefix_cache_dir),
+        packed_cache_dir=packed_cache_dir(paths, env),
+        remote_url=flags.remote or "",
+    )
+
+
+def sampling_params(
+    settings: Settings, flags: Mapping[str, Any], *, seed: int | None = None
+) -> SamplingParams:
+    """SamplingParams for a one-shot run: flags (None = not given) over the settings' defaults;
+    ConfigError names the first bad flag (--temperature, --top-k, ..., --seed)."""
+    from ember.engine.api import SamplingParams
+
+    values: dict[str, Any] = {}
+    for name in SAMPLING_FLAGS:
+        given = flags.get(name)
+        check_flag("--" + name.replace("_", "-"), given)
+        values[name] = getattr(settings, name) if given is None else given
+    check_flag("--seed", seed)
+    return SamplingParams(seed=seed, **values)
