@@ -6,15 +6,16 @@ from typing import TYPE_CHECKING
 
 from textual.app import App
 from textual.binding import Binding
+from textual.message import Message
 
 from ember.app.config import Settings
-from ember.app.history.store import Conversation, History
+from ember.app.history.store import History
 from ember.errors import EmberError
 from ember.paths import Paths, get_paths
 from ember.tui.backend_host import BackendFactory, BackendHost
-from ember.tui.chat_config import engine_options, new_chat_settings
+from ember.tui.chat_config import engine_options
+from ember.tui.chat_session import ChatSession
 from ember.tui.clipboard import copy_fallback
-from ember.tui.messages import BackendLoaded
 from ember.tui.model_catalog import ModelCatalog
 
 if TYPE_CHECKING:
@@ -24,7 +25,8 @@ if TYPE_CHECKING:
 
 
 class EmberApp(App[None]):
-    """Chat, models and settings screens over one history, one backend host and one catalog."""
+    """Chat, models and settings screens over one chat session (its history and backend host)
+    and one catalog."""
 
     CSS_PATH = "app.tcss"
     TITLE = "Ember"
@@ -45,18 +47,27 @@ class EmberApp(App[None]):
         first_run_check: bool = True,
     ) -> None:
         super().__init__()
-        self.settings = settings
         self.history = history
         self.host = BackendHost(backend_factory)
+        self.session = ChatSession(history, self.host, settings)
         self.catalog = catalog
         self.paths = paths or get_paths()
         self.first_run_check = first_run_check
         self.copied: list[str] = []  # what copy_text copied, newest last
 
+    @property
+    def settings(self) -> Settings:
+        """The defaults for new chats (held by the session, which uses them)."""
+        return self.session.settings
+
+    @settings.setter
+    def settings(self, settings: Settings) -> None:
+        self.session.settings = settings
+
     def on_mount(self) -> None:
         from ember.tui.screens.chat import ChatScreen
 
-        self.push_screen(ChatScreen())
+        self.push_screen(ChatScreen(self.session))
         if self.history.notice:
             self.notify(self.history.notice, severity="warning", markup=False, timeout=15)
         if self.first_run_check and not self._local_models_or_warn():
@@ -72,12 +83,6 @@ class EmberApp(App[None]):
             return True
 
     # shared services for the screens
-
-    def new_conversation(self, title: str = "New chat") -> Conversation:
-        """A conversation with the current defaults (model, sampling, system prompt)."""
-        return self.history.create_conversation(
-            title, self.settings.system_prompt, new_chat_settings(self.settings)
-        )
 
     def model_names(self) -> list[str]:
         """Names of the local models (for pickers); empty if the registry is unreadable."""
@@ -97,15 +102,14 @@ class EmberApp(App[None]):
 
     def _load(self, options: EngineOptions) -> None:
         try:
-            backend = self.host.get(options)
+            self.session.load(options, self._post_to_chat)
         except Exception as exc:  # noqa: BLE001 - shown as a one-line notification
             self.notify(
                 f"model {options.model} failed to load: {exc}", severity="error", markup=False
             )
-            return
-        self.call_from_thread(self._post_to_chat, BackendLoaded(backend.info))
 
-    def _post_to_chat(self, message: BackendLoaded) -> None:
+    def _post_to_chat(self, message: Message) -> None:
+        """Post to the chat screen (thread-safe, like every post_message)."""
         from ember.tui.screens.chat import ChatScreen
 
         for screen in self.screen_stack:
@@ -156,9 +160,5 @@ class EmberApp(App[None]):
 
     async def action_quit(self) -> None:
         """Stop a streaming reply (kept, marked stopped) and leave; the caller closes the host."""
-        from ember.tui.screens.chat import ChatScreen
-
-        for screen in self.screen_stack:
-            if isinstance(screen, ChatScreen):
-                screen.shutdown()
+        self.session.shutdown()
         self.exit()

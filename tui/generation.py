@@ -1,4 +1,4 @@
-"""The generation worker: runs on a thread, loads the model if needed, posts events to the screen."""
+"""Generation: one reply being generated; `follow` is the thread worker's loop over its events."""
 
 from __future__ import annotations
 
@@ -8,19 +8,43 @@ from collections.abc import Callable
 
 from textual.message import Message
 
-from ember.engine.api import EngineOptions, Finished, GenerationRequest, RequestHandle, TextDelta
-from ember.tui.backend_host import BackendHost
-from ember.tui.messages import BackendLoaded, ReplyDelta, ReplyFailed, ReplyFinished
+from ember.engine.api import (
+    Backend,
+    EngineOptions,
+    Finished,
+    GenerationRequest,
+    RequestHandle,
+    TextDelta,
+)
+from ember.tui.messages import ReplyDelta, ReplyFinished
 
 POST_INTERVAL_S = 0.1  # coalesce deltas: at most 10 UI updates a second, whatever the tok/s
 
+Post = Callable[[Message], object]  # a screen's post_message (thread-safe)
+Clock = Callable[[], float]
+
 
 class Generation:
-    """One reply being generated; `stop()` is safe from the UI thread at any time."""
+    """The reply stored as message_id: its request, and the text shown so far.
 
-    def __init__(self, message_id: int) -> None:
+    The worker thread only calls `follow`; the UI thread adds deltas (`add`) and may call
+    `stop()` at any time, before or after the request was submitted.
+    """
+
+    def __init__(
+        self,
+        message_id: int,
+        request: GenerationRequest,
+        options: EngineOptions,
+        clock: Clock = time.monotonic,
+    ) -> None:
         self.message_id = message_id
+        self.request = request
+        self.options = options
         self.text = ""
+        self.num_tokens = 0
+        self._clock = clock
+        self.started_s = clock()
         self._stop = threading.Event()
         self._handle: RequestHandle | None = None
 
@@ -31,39 +55,42 @@ class Generation:
         if handle is not None:
             handle.abort()
 
-    def run(
-        self,
-        host: BackendHost,
-        options: EngineOptions,
-        request: GenerationRequest,
-        post: Callable[[Message], object],
-    ) -> None:
-        """Worker body: load, submit, forward every event as a Message. Never raises."""
-        try:
-            loaded = host.info
-            backend = host.get(options)
-            if loaded is None or loaded != backend.info:
-                post(BackendLoaded(backend.info))
-            handle = backend.submit(request)
-            self._handle = handle
-            if self._stop.is_set():
-                handle.abort()
-            pending, num_tokens, last_post = "", 0, 0.0
-            for event in handle:
-                if isinstance(event, TextDelta):
-                    pending += event.text
-                    num_tokens += max(len(event.token_ids), 1)
-                    now = time.monotonic()
-                    # a slow stream posts every token; a fast one is batched per interval
-                    if now - last_post >= POST_INTERVAL_S:
-                        post(ReplyDelta(self.message_id, pending, num_tokens))
-                        pending, num_tokens, last_post = "", 0, now
-                elif isinstance(event, Finished):
-                    if pending:
-                        post(ReplyDelta(self.message_id, pending, num_tokens))
-                    post(ReplyFinished(self.message_id, event))
-                    return
-            raise RuntimeError("the engine ended the stream without a Finished event")
-        except Exception as exc:  # noqa: BLE001 - any failure becomes a one-line notification
-            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            post(ReplyFailed(self.message_id, reason))
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
+    def add(self, text: str, num_tokens: int) -> None:
+        """Take a delta the worker posted (UI thread)."""
+        self.text += text
+        self.num_tokens += num_tokens
+
+    @property
+    def tok_s(self) -> float:
+        """Tokens per second since the reply started (load and prefill included)."""
+        return self.num_tokens / max(self._clock() - self.started_s, 1e-6)
+
+    def follow(self, backend: Backend, post: Post) -> None:
+        """Submit the request and post its events as ReplyDelta (coalesced) and ReplyFinished.
+
+        Raises when the backend does; a stream without a Finished event raises RuntimeError.
+        """
+        handle = backend.submit(self.request)
+        self._handle = handle
+        if self._stop.is_set():
+            handle.abort()
+        pending, num_tokens, last_post = "", 0, float("-inf")
+        for event in handle:
+            if isinstance(event, TextDelta):
+                pending += event.text
+                num_tokens += max(len(event.token_ids), 1)
+                now = self._clock()
+                # a slow stream posts every token; a fast one is batched per interval
+                if now - last_post >= POST_INTERVAL_S:
+                    post(ReplyDelta(self.message_id, pending, num_tokens))
+                    pending, num_tokens, last_post = "", 0, now
+            elif isinstance(event, Finished):
+                if pending:
+                    post(ReplyDelta(self.message_id, pending, num_tokens))
+                post(ReplyFinished(self.message_id, event))
+                return
+        raise RuntimeError("the engine ended the stream without a Finished event")

@@ -1,68 +1,88 @@
-"""Messages that widgets and workers post upward to the chat screen."""
+"""Messages that widgets and workers post upward to the chat screen: typed dataclasses, one class
+per intent (Textual runs a dataclass message's `__post_init__`; ours call it first)."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from textual.message import Message
 
 from ember.engine.api import EngineInfo, Finished
 
 
+@dataclass
 class PromptSubmitted(Message):
     """The user pressed Enter in the prompt input."""
 
-    def __init__(self, text: str) -> None:
-        super().__init__()
-        self.text = text
+    text: str
 
 
+@dataclass
 class ConversationSelected(Message):
     """A conversation was picked in the list."""
 
-    def __init__(self, conversation_id: int) -> None:
-        super().__init__()
-        self.conversation_id = conversation_id
+    conversation_id: int
 
 
+@dataclass
 class ReplyDelta(Message):
     """New text for the reply being streamed (posted from the generation worker)."""
 
-    def __init__(self, message_id: int, text: str, num_tokens: int = 1) -> None:
-        super().__init__()
-        self.message_id = message_id
-        self.text = text
-        self.num_tokens = num_tokens  # tokens batched into this delta (for the live tok/s)
+    message_id: int
+    text: str
+    num_tokens: int = 1  # tokens batched into this delta (for the live tok/s)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.num_tokens < 0:
+            raise ValueError(f"ReplyDelta num_tokens={self.num_tokens}: must be >= 0")
 
 
+@dataclass
 class ReplyFinished(Message):
     """The engine finished a reply (stop, length, abort or error)."""
 
-    def __init__(self, message_id: int, finished: Finished) -> None:
-        super().__init__()
-        self.message_id = message_id
-        self.finished = finished
+    message_id: int
+    finished: Finished
 
 
+@dataclass
 class ReplyFailed(Message):
     """The request could not run at all (the model failed to load, the engine raised)."""
 
-    def __init__(self, message_id: int, reason: str) -> None:
-        super().__init__()
-        self.message_id = message_id
-        self.reason = reason
+    message_id: int
+    reason: str  # one line
 
 
+@dataclass
 class BackendLoaded(Message):
     """A model finished loading; its info feeds the status bar."""
 
-    def __init__(self, info: EngineInfo) -> None:
-        super().__init__()
-        self.info = info
+    info: EngineInfo
 
 
-class MessageAction(Message):
-    """A message box asks for an action on its message: edit, copy, prev/next branch."""
+@dataclass
+class EditRequested(Message):
+    """A message box asks to edit its (user) message as a new branch."""
 
-    def __init__(self, message_id: int, action: str) -> None:
-        super().__init__()
-        self.message_id = message_id
-        self.action = action
+    message_id: int
+
+
+@dataclass
+class CopyRequested(Message):
+    """A message box asks to copy its message's text."""
+
+    message_id: int
+
+
+@dataclass
+class BranchStepped(Message):
+    """A message box asks to show the previous (-1) or next (+1) alternative of its message."""
+
+    message_id: int
+    step: int
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.step not in (-1, 1):
+            raise ValueError(f"BranchStepped step={self.step}: must be -1 or 1")

@@ -82,7 +82,9 @@ def test_models_screen(snap_compare: SnapCompare, make_app: MakeApp) -> None:
         hub = pilot.app.screen.query_one("#hub")
         hub.focus()
         await pilot.press("down", "enter")
-        await wait_for(pilot, lambda: pilot.app.screen.query_one("#quants", DataTable).row_count == 3)
+        await wait_for(
+            pilot, lambda: pilot.app.screen.query_one("#quants", DataTable).row_count == 3
+        )
         await _settle(pilot)
 
     assert snap_compare(make_app(), terminal_size=SIZE, run_before=before)

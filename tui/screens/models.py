@@ -118,16 +118,10 @@ class ModelsScreen(Screen[None]):
         self.refresh_local()
 
     def action_use(self) -> None:
-        from ember.tui.screens.chat import ChatScreen
-
         model = self._selected_local()
-        chat = next((s for s in self.app.screen_stack if isinstance(s, ChatScreen)), None)
-        if model is None or chat is None:
+        if model is None:
             return
-        conv = chat.conversation or self.ember.new_conversation()
-        chat.conversation = self.ember.history.update_conversation(
-            conv.id, settings={**conv.settings, "model": model.name}
-        )
+        self.ember.session.use_model(model.name)
         self.ember.preload(model.name)
         self.notify(f"this chat now uses {model.name}", markup=False)
         self.dismiss()

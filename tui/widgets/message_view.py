@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
@@ -10,7 +11,7 @@ from textual.widgets import Markdown, Static
 from textual.widgets.markdown import MarkdownStream
 
 from ember.app.history.store import Message
-from ember.tui.messages import MessageAction
+from ember.tui.messages import BranchStepped, CopyRequested, EditRequested
 from ember.tui.text import visible
 
 _STATUS_NOTE = {
@@ -25,10 +26,10 @@ class MessageBox(Vertical, can_focus=True):
     """One message: a header (who, status, branch i/n) and its text."""
 
     BINDINGS = [
-        Binding("e", "act('edit')", "Edit"),
-        Binding("c,y", "act('copy')", "Copy"),
-        Binding("left,[", "act('prev_branch')", "Prev branch"),
-        Binding("right,]", "act('next_branch')", "Next branch"),
+        Binding("e", "edit", "Edit"),
+        Binding("c,y", "copy", "Copy"),
+        Binding("left,[", "branch(-1)", "Prev branch"),
+        Binding("right,]", "branch(1)", "Next branch"),
     ]
 
     def __init__(self, message: Message, branch: tuple[int, int] = (1, 1)) -> None:
@@ -56,8 +57,14 @@ class MessageBox(Vertical, can_focus=True):
             parts.append(f"‹ {index}/{count} ›")
         return Content(" · ".join(parts))
 
-    def action_act(self, action: str) -> None:
-        self.post_message(MessageAction(self.message.id, action))
+    def action_edit(self) -> None:
+        self.post_message(EditRequested(self.message.id))
+
+    def action_copy(self) -> None:
+        self.post_message(CopyRequested(self.message.id))
+
+    def action_branch(self, step: int) -> None:
+        self.post_message(BranchStepped(self.message.id, step))
 
     async def append(self, text: str) -> None:
         """Stream more reply text into the Markdown body."""
@@ -79,26 +86,71 @@ class MessageBox(Vertical, can_focus=True):
 
 
 class MessageView(VerticalScroll):
-    """Holds the message boxes; stays at the bottom while streaming unless the user scrolls up.
+    """Holds the message boxes; follows a streaming reply unless the user scrolls up.
 
-    While anchored, Textual keeps the content's bottom at the view's bottom, so a short chat sits
-    just above the prompt like in a messenger.
+    `following` is Ember's own flag and the only thing that turns following on or off: any scroll
+    the user makes (keys, wheel, scrollbar, focusing a box) stops it at once, and only the user
+    scrolling down to the end (or `follow()`) starts it again. While following, Textual's anchor
+    keeps the content's bottom at the view's bottom (so a short chat sits just above the prompt,
+    like in a messenger); it is cleared on every user scroll, so nothing Textual queued can pull
+    the view back down after a PageUp.
     """
+
+    following: bool = True
 
     async def show(self, messages: list[tuple[Message, tuple[int, int]]]) -> None:
         """Replace the shown messages (each with its branch position)."""
         await self.remove_children()
         await self.mount_all([MessageBox(m, branch) for m, branch in messages])
         self.scroll_to(y=0, animate=False, immediate=True)  # drop the old chat's scroll offset
-        # anchor once the new boxes are laid out: before that, the end is not known
-        self.call_after_refresh(self.anchor)
+        # follow once the new boxes are laid out: before that, the end is not known
+        self.call_after_refresh(self.follow)
 
-    async def add(self, message: Message, branch: tuple[int, int] = (1, 1)) -> MessageBox:
-        """Append one message box and follow it."""
-        box = MessageBox(message, branch)
-        await self.mount(box)
+    def follow(self) -> None:
+        """Keep the end in view as content grows (until the user scrolls)."""
+        self.following = True
         self.anchor()
-        return box
+
+    def release_anchor(self) -> None:
+        # Textual calls this first in every scroll its keys, wheel and scrollbar make (the
+        # scroll_* methods' release_anchor=True), before the position moves
+        super().release_anchor()
+        self.following = False
+        self.anchor(False)
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        # only a move down that reaches the end resumes following: an upward scroll never
+        # does, even when the end it compares with is not yet updated for new content
+        if not self.following and new_value > old_value and new_value >= self.max_scroll_y:
+            self.follow()
+
+    # at the end, scrolling further down moves nothing (so no watch fires): follow from there
+
+    def _at_end(self) -> bool:
+        return self.scroll_y >= self.max_scroll_y
+
+    def action_scroll_end(self) -> None:
+        """End: jump to the end and follow (an animated scroll stops short of a growing end)."""
+        self.follow()
+
+    def action_scroll_down(self) -> None:
+        if self._at_end():
+            self.follow()
+        else:
+            super().action_scroll_down()
+
+    def action_page_down(self) -> None:
+        if self._at_end():
+            self.follow()
+        else:
+            super().action_page_down()
+
+    def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
+        if self._at_end() and not (event.ctrl or event.shift):
+            event.prevent_default()  # Textual's own handler would release the anchor
+            event.stop()
+            self.follow()
 
     def box(self, message_id: int) -> MessageBox | None:
         """The box showing message_id, if any."""
