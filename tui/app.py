@@ -17,6 +17,7 @@ from ember.tui.chat_config import engine_options
 from ember.tui.chat_session import ChatSession
 from ember.tui.clipboard import copy_fallback
 from ember.tui.model_catalog import ModelCatalog
+from ember.tui.notices import notify_error
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -79,7 +80,7 @@ class EmberApp(App[None]):
         try:
             return bool(self.catalog.list_local())
         except EmberError as exc:
-            self.notify(f"model registry: {exc}", severity="error", markup=False)
+            notify_error(self, "Model registry", exc)
             return True
 
     # shared services for the screens
@@ -104,9 +105,7 @@ class EmberApp(App[None]):
         try:
             self.session.load(options, self._post_to_chat)
         except Exception as exc:  # noqa: BLE001 - shown as a one-line notification
-            self.notify(
-                f"model {options.model} failed to load: {exc}", severity="error", markup=False
-            )
+            notify_error(self, f"Model {options.model} did not load", exc)
 
     def _post_to_chat(self, message: Message) -> None:
         """Post to the chat screen (thread-safe, like every post_message)."""

@@ -16,7 +16,8 @@ from ember.engine.api import (
     RequestHandle,
     TextDelta,
 )
-from ember.tui.messages import ReplyDelta, ReplyFinished
+from ember.engine.errors import EngineError
+from ember.tui.messages import ReplyDelta, ReplyFinished, ReplyStarted
 
 POST_INTERVAL_S = 0.1  # coalesce deltas: at most 10 UI updates a second, whatever the tok/s
 
@@ -43,6 +44,7 @@ class Generation:
         self.options = options
         self.text = ""
         self.num_tokens = 0
+        self.prompt_tokens: int | None = None  # known once the worker counted them
         self._clock = clock
         self.started_s = clock()
         self._stop = threading.Event()
@@ -74,8 +76,13 @@ class Generation:
 
         Raises when the backend does; a stream without a Finished event raises RuntimeError.
         """
+        try:  # for the live context fill; a backend that cannot count still replies
+            self.prompt_tokens = backend.count_tokens(self.request)
+        except EngineError:
+            self.prompt_tokens = None
         handle = backend.submit(self.request)
         self._handle = handle
+        post(ReplyStarted(self.message_id, self.prompt_tokens))
         if self._stop.is_set():
             handle.abort()
         pending, num_tokens, last_post = "", 0, float("-inf")

@@ -39,6 +39,14 @@ class ReplyDelta(Message):
 
 
 @dataclass
+class ReplyStarted(Message):
+    """The reply's request was submitted; its prompt is prompt_tokens long (None: unknown)."""
+
+    message_id: int
+    prompt_tokens: int | None
+
+
+@dataclass
 class ReplyFinished(Message):
     """The engine finished a reply (stop, length, abort or error)."""
 

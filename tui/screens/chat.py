@@ -6,6 +6,7 @@ replies stream from a thread worker as ReplyDelta / ReplyFinished / ReplyFailed 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from textual import on, work
@@ -17,6 +18,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input, ListView, Static
 
 from ember.app.history.store import Message
+from ember.engine.api import Stats
 from ember.errors import EmberError
 from ember.tui.chat_session import ChatBusy, ChatSession
 from ember.tui.generation import Generation
@@ -30,7 +32,9 @@ from ember.tui.messages import (
     ReplyDelta,
     ReplyFailed,
     ReplyFinished,
+    ReplyStarted,
 )
+from ember.tui.notices import notify_error
 from ember.tui.screens.chat_settings import ChatSettingsDialog
 from ember.tui.screens.dialogs import ConfirmDialog, TextDialog
 from ember.tui.screens.presets import PresetChoice, PresetDialog
@@ -112,8 +116,21 @@ class ChatScreen(Screen[None]):
         self._show_editing(None)
         await self.refresh_messages()
         await self.refresh_list()
+        self._show_last_stats()
         self.update_status()
         return True
+
+    def _show_last_stats(self) -> None:
+        """The status bar shows this chat's last reply (nothing for a new chat)."""
+        info = self.query_one(StatusBar).info
+        info.clear_reply()
+        last = self.session.last("assistant")
+        if last is not None and last.stats:
+            known = {f.name for f in dataclasses.fields(Stats)}
+            try:
+                info.apply_stats(Stats(**{k: v for k, v in last.stats.items() if k in known}))
+            except TypeError:
+                info.clear_reply()  # stats written by another version: show none
 
     async def refresh_messages(self) -> None:
         """Re-read the shown branch from the history."""
@@ -182,6 +199,7 @@ class ChatScreen(Screen[None]):
         if reply is None:
             return
         self.query_one(MessageView).follow()
+        self.query_one(StatusBar).info.start_reply(None)
         self.update_status("generating" if self.session.host.info else "loading")
         session, post = self.session, self.post_message
         self.run_worker(
@@ -206,8 +224,19 @@ class ChatScreen(Screen[None]):
         reply = self.session.reply
         if reply is not None:
             bar = self.query_one(StatusBar)
-            bar.info.tok_s, bar.info.state = reply.tok_s, "generating"
+            bar.info.add_reply_tokens(reply.num_tokens, reply.tok_s)
+            bar.info.state = "generating"
             bar.show()
+
+    @on(ReplyStarted)
+    def _reply_started(self, event: ReplyStarted) -> None:
+        reply = self.session.reply
+        if reply is None or reply.message_id != event.message_id:
+            return
+        bar = self.query_one(StatusBar)
+        bar.info.start_reply(event.prompt_tokens)
+        bar.info.add_reply_tokens(reply.num_tokens, reply.tok_s)
+        self.update_status("generating")
 
     @on(ReplyFinished)
     async def _reply_finished(self, event: ReplyFinished) -> None:
@@ -217,14 +246,14 @@ class ChatScreen(Screen[None]):
         self.query_one(StatusBar).info.apply_stats(finished.stats)
         self.update_status("idle")
         if finished.reason == "error":
-            self.notify(f"generation failed: {finished.error}", severity="error", markup=False)
+            notify_error(self, "Generation failed", finished.error)
 
     @on(ReplyFailed)
     async def _reply_failed(self, event: ReplyFailed) -> None:
         text = self.session.fail(event)
         await self._end_reply(event.message_id, "error", text)
         self.update_status("idle")
-        self.notify(event.reason, title="Error", severity="error", markup=False, timeout=10)
+        notify_error(self, "The reply could not run", event.reason, timeout=10)
 
     async def _end_reply(self, message_id: int, status: str, text: str) -> None:
         box = self.query_one(MessageView).box(message_id)
