@@ -16,6 +16,7 @@ from ember.tui.backend_host import BackendFactory, BackendHost
 from ember.tui.chat_config import engine_options
 from ember.tui.chat_session import ChatSession
 from ember.tui.clipboard import copy_fallback
+from ember.tui.commands import EmberCommands
 from ember.tui.model_catalog import ModelCatalog
 from ember.tui.notices import notify_error
 
@@ -30,6 +31,7 @@ class EmberApp(App[None]):
     and one catalog."""
 
     CSS_PATH = "app.tcss"
+    COMMANDS = App.COMMANDS | {EmberCommands}
     TITLE = "Ember"
     BINDINGS = [
         Binding("ctrl+q", "quit", "Quit", priority=True),

@@ -11,12 +11,15 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ember.app.config import Settings
+from ember.app.history.parts import MessagePart
 from ember.app.history.store import Conversation, History, Message, MessageStatus
 from ember.engine.api import Backend, EngineOptions, GenerationRequest
 from ember.errors import EmberError
+from ember.tui.attachments import Attachment, attach
 from ember.tui.backend_host import BackendHost
 from ember.tui.chat_config import (
     chat_messages,
@@ -68,6 +71,7 @@ class ChatSession:
         self.conversation: Conversation | None = None
         self.reply: Generation | None = None  # the reply streaming now
         self.editing: Message | None = None  # an earlier user message being edited as a branch
+        self.attachments: list[Attachment] = []  # files that go with the next message
         self._clock = clock
         self._flushed_s = 0.0
 
@@ -91,6 +95,7 @@ class ChatSession:
         """Show a conversation (None: a blank new chat)."""
         self._refuse_if_busy()
         self.editing = None
+        self.attachments = []
         history = self.history
         self.conversation = history.conversation(conversation_id) if conversation_id else None
 
@@ -183,7 +188,9 @@ class ChatSession:
             parent_id = self.editing.parent_id
         else:  # the shown branch's end, read again: a branch switch moved it
             parent_id = history.conversation(self.conversation.id).leaf_id
-        user = history.add_message(self.conversation.id, "user", text, parent_id)
+        files = tuple(MessagePart("file", a.text, name=a.name) for a in self.attachments)
+        user = history.add_message(self.conversation.id, "user", text, parent_id, parts=files)
+        self.attachments = []
         self.editing = None
         self.conversation = history.conversation(self.conversation.id)
         return self.start_reply(user.id)
@@ -225,6 +232,17 @@ class ChatSession:
         """The one load path (replies and preloads): the backend for options; posts
         BackendLoaded when this call loaded it. Blocking: call it from a thread worker."""
         return self.host.get(options, on_load=lambda backend: post(BackendLoaded(backend.info)))
+
+    def chat_backend(self, post: Post) -> Backend:
+        """The backend of the open chat's model, loading it if needed. Blocking: call it from
+        a thread worker."""
+        return self.load(engine_options(self.model, self.settings), post)
+
+    def read_attachment(self, path: Path, post: Post) -> Attachment:
+        """Read a text file and count it in the chat model's tokens (loading the model); the
+        caller adds it to `attachments` (on the UI thread) to send it with the next message.
+        AttachError (one line) when it cannot go. Blocking: call it from a thread worker."""
+        return attach(path, self.chat_backend(post))
 
     def run_reply(self, reply: Generation, post: Post) -> None:
         """Thread worker body: load, submit, post the reply's messages. Never raises: a failure

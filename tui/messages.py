@@ -4,10 +4,14 @@ per intent (Textual runs a dataclass message's `__post_init__`; ours call it fir
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from textual.message import Message
 
 from ember.engine.api import EngineInfo, Finished
+
+if TYPE_CHECKING:
+    from ember.tui.attachments import Attachment
 
 
 @dataclass
@@ -94,3 +98,19 @@ class BranchStepped(Message):
         super().__post_init__()
         if self.step not in (-1, 1):
             raise ValueError(f"BranchStepped step={self.step}: must be -1 or 1")
+
+
+@dataclass
+class FileAttached(Message):
+    """A worker read and counted a file to attach. then_send: the message typed after a `/file`
+    line, sent with it ("" for none; None: attached from the F4 dialog)."""
+
+    attachment: Attachment
+    then_send: str | None = None
+
+
+@dataclass
+class AttachFailed(Message):
+    """A file could not be attached (one line); the prompt keeps what the user wrote."""
+
+    reason: str

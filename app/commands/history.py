@@ -95,7 +95,7 @@ def select_chats(history: History, names: list[str]) -> list[Conversation]:
 def _export(history: History, names: list[str], fmt: str | None, output: Path | None) -> int:
     import sys
 
-    from ember.app.history.export import export_json, export_markdown
+    from ember.app.history.export import export_json, export_markdown, write_export
 
     chats = select_chats(history, names)
     if fmt is None:
@@ -106,26 +106,9 @@ def _export(history: History, names: list[str], fmt: str | None, output: Path | 
     if output is None:
         sys.stdout.write(text)
         return 0
-    write_text_atomic(output, text)
+    write_export(output, text)
     print(f"exported {len(chats)} chat{'s' if len(chats) != 1 else ''} to {output}")
     return 0
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write a file whole or not at all (temp file + rename); HistoryError naming it."""
-    import contextlib
-    import os
-
-    from ember.app.errors import HistoryError
-
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
-        raise HistoryError(f"{path}: cannot write ({exc.strerror or exc})") from None
 
 
 def _import(history: History, path: Path) -> int:

@@ -14,10 +14,14 @@ Message ids are the file's own (parents come first); importing gives them new on
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import time
+from pathlib import Path
 from typing import Any
 
+from ember.app.errors import HistoryError
 from ember.app.history.parts import MessagePart
 from ember.app.history.store import Conversation, History, Message
 
@@ -75,11 +79,22 @@ def conversation_markdown(history: History, conversation: Conversation) -> str:
         who = "You" if message.role == "user" else "Ember"
         note = "" if message.status == "complete" else f" ({message.status})"
         lines += [f"## {who}{note}", ""]
-        if message.parts:
-            lines += _parts_markdown(message.parts)
-        else:
+        lines += _parts_markdown(message.parts)
+        if not any(p.kind == "text" for p in message.parts):  # else the text parts are it
             lines += [message.content.rstrip(), ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def write_export(path: Path, text: str) -> None:
+    """Write an export whole or not at all (temp file + rename); HistoryError naming it."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise HistoryError(f"{path}: cannot write ({exc.strerror or exc})") from None
 
 
 def export_markdown(history: History, conversations: list[Conversation]) -> str:
@@ -99,6 +114,8 @@ def _parts_markdown(parts: tuple[MessagePart, ...]) -> list[str]:
             lines += [part.text.strip(), ""]
         elif part.kind == "tool_call":
             lines += [f"**Tool call** `{part.name}`", "", *_fenced(part.arguments, "json"), ""]
+        elif part.kind == "file":
+            lines += [f"**Attached** `{part.name}`", "", *_fenced(part.text), ""]
         elif part.kind == "tool_result":
             lines += [f"**Tool result** `{part.name}` ({part.status})", "", *_fenced(part.text), ""]
     return lines

@@ -2,7 +2,8 @@
 
 A reply from a reasoning model has its thinking apart from its answer; a reply that used tools
 holds each call the model made and each result that went back to it, in the order they happened
-(text, call, result, more text...). A message whose parts are empty is its `content` alone; a
+(text, call, result, more text...). A user message may carry text files attached to it (`file`:
+`name` and the file's `text`). A message whose parts are empty is its `content` alone; a
 message with parts keeps `content` as the joined text parts (what is copied and searched).
 """
 
@@ -13,8 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-PartKind = Literal["reasoning", "text", "tool_call", "tool_result"]
-PART_KINDS: tuple[str, ...] = ("reasoning", "text", "tool_call", "tool_result")
+PartKind = Literal["reasoning", "text", "tool_call", "tool_result", "file"]
+PART_KINDS: tuple[str, ...] = ("reasoning", "text", "tool_call", "tool_result", "file")
 ResultStatus = Literal["", "ok", "error", "denied"]
 RESULT_STATUSES: tuple[str, ...] = ("ok", "error", "denied")
 
@@ -25,7 +26,7 @@ class MessagePart:
 
     reasoning / text: `text`. tool_call: `name`, `arguments` (a JSON object as text), `call_id`.
     tool_result: `call_id` of its call, `name`, `text` (what the tool returned, or why it did not
-    run), `status` ok | error | denied.
+    run), `status` ok | error | denied. file: `name` (the file's name) and `text` (its text).
     """
 
     kind: PartKind
@@ -40,6 +41,8 @@ class MessagePart:
             raise ValueError(f"part kind {self.kind!r}: must be one of {', '.join(PART_KINDS)}")
         if self.kind in ("tool_call", "tool_result") and not (self.name and self.call_id):
             raise ValueError(f"{self.kind} part: needs a name and a call_id")
+        if self.kind == "file" and not self.name:
+            raise ValueError("file part: needs the file's name")
         if self.kind == "tool_call":
             try:
                 arguments = json.loads(self.arguments or "{}")

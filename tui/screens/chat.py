@@ -14,7 +14,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
-from textual.screen import Screen
 from textual.widgets import Footer, Input, ListView, Static
 
 from ember.app.history.store import Message
@@ -35,6 +34,7 @@ from ember.tui.messages import (
     ReplyStarted,
 )
 from ember.tui.notices import notify_error
+from ember.tui.screens.chat_extras import ChatExtras, file_command
 from ember.tui.screens.chat_settings import ChatSettingsDialog
 from ember.tui.screens.dialogs import ConfirmDialog, TextDialog
 from ember.tui.screens.presets import PresetChoice, PresetDialog
@@ -44,12 +44,12 @@ from ember.tui.widgets.prompt_input import PromptInput
 from ember.tui.widgets.status_bar import StatusBar
 
 if TYPE_CHECKING:
-    from ember.tui.app import EmberApp
+    pass
 
 EDIT_BANNER = "Editing an earlier message: Enter sends it as a new branch, Esc cancels"
 
 
-class ChatScreen(Screen[None]):
+class ChatScreen(ChatExtras):
     """The chat: shows the session's conversation and streams its replies."""
 
     BINDINGS = [
@@ -63,6 +63,7 @@ class ChatScreen(Screen[None]):
         Binding("ctrl+l", "copy_last", "Copy reply"),
         Binding("ctrl+t", "presets", "System prompt"),
         Binding("ctrl+g", "chat_settings", "Chat settings"),
+        Binding("f4", "attach", "Attach file"),
         Binding("ctrl+up", "focus_message(-1)", "Prev message", show=False),
         Binding("ctrl+down", "focus_message(1)", "Next message", show=False),
     ]
@@ -71,22 +72,20 @@ class ChatScreen(Screen[None]):
         super().__init__(id="chat")
         self.session = session
 
-    @property
-    def ember(self) -> EmberApp:
-        return self.app  # type: ignore[return-value]
-
     def compose(self) -> ComposeResult:
         with Horizontal(id="chat-body"):
             yield ConversationList(id="sidebar")
             with Vertical(id="chat-main"):
                 yield MessageView(id="messages")
                 yield Static("", id="edit-banner")
+                yield Static("", id="attach-banner")
                 yield PromptInput(id="prompt")
         yield StatusBar(id="status")
         yield Footer()
 
     async def on_mount(self) -> None:
         self.query_one("#edit-banner").display = False
+        self.query_one("#attach-banner").display = False
         chats = self.session.history.list_conversations()
         await self.open_conversation(chats[0].id if chats else None)
         self.query_one(PromptInput).focus()
@@ -114,6 +113,7 @@ class ChatScreen(Screen[None]):
             self._refused(exc)
             return False
         self._show_editing(None)
+        self.show_attachments()
         await self.refresh_messages()
         await self.refresh_list()
         self._show_last_stats()
@@ -180,6 +180,10 @@ class ChatScreen(Screen[None]):
 
     @on(PromptSubmitted)
     async def _prompt_submitted(self, event: PromptSubmitted) -> None:
+        command = file_command(event.text)
+        if command is not None:  # `/file PATH` (and the message to send with it, if any)
+            self.start_attach(*command)
+            return
         try:
             reply: Generation | None = self.session.send(event.text)
         except ChatBusy as exc:
@@ -190,6 +194,7 @@ class ChatScreen(Screen[None]):
             reply = None
         self.query_one(PromptInput).clear()
         self._show_editing(None)
+        self.show_attachments()
         await self._show_reply(reply)
         await self.refresh_list()
 
@@ -404,6 +409,15 @@ class ChatScreen(Screen[None]):
             await self.refresh_list()  # the chat may be new
             label = "cleared" if not choice.system_prompt.strip() else "set for this chat"
             self.notify(f"System prompt {label}")
+
+    async def use_preset(self, preset_id: int) -> None:
+        """Make a preset this chat's system prompt (the palette's `System prompt: NAME`)."""
+        preset = next((p for p in self.session.history.list_presets() if p.id == preset_id), None)
+        if preset is None:
+            return
+        self.session.update(preset_id=preset.id, system_prompt=preset.content)
+        await self.refresh_list()
+        self.notify(f"System prompt {preset.name!r} set for this chat", markup=False)
 
     @work(group="dialog")
     async def action_chat_settings(self) -> None:

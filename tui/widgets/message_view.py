@@ -55,6 +55,9 @@ class MessageBox(Vertical, can_focus=True):
         index, count = self.branch
         if count > 1:
             parts.append(f"‹ {index}/{count} ›")
+        files = [p.name for p in self.message.parts if p.kind == "file"]
+        if files:
+            parts.append("attached: " + ", ".join(visible(name) for name in files))
         return Content(" · ".join(parts))
 
     def action_edit(self) -> None:
