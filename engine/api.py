@@ -8,20 +8,26 @@ imports no torch: the TUI imports it freely. `Engine` and `EngineThread` impleme
 from __future__ import annotations
 
 import itertools
+import json
 import queue
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from ember.engine.errors import EngineError
+from ember.models.text.tool_calls.calls import ToolCall
 
 _request_ids = itertools.count(1)
 
 FinishReason = Literal["stop", "length", "abort", "error"]
-Role = Literal["system", "user", "assistant"]
+Role = Literal["system", "user", "assistant", "tool"]
+# Variables the chat template sets itself; template_kwargs may not override them.
+RESERVED_TEMPLATE_VARS = frozenset(
+    {"messages", "tools", "add_generation_prompt", "bos_token", "eos_token"}
+)
 ModelFormat = Literal["gguf", "safetensors"]
 MAX_SEED = (1 << 64) - 1  # numpy's generators take any non-negative int; 64 bits is plenty
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -76,12 +82,96 @@ class SamplingParams:
                 raise EngineError(f"sampling {name}={getattr(self, name)!r}: {reason}")
 
 
+ConstraintKind = Literal["json_schema", "json_object", "regex", "lark", "gbnf"]
+CONSTRAINT_KINDS: tuple[str, ...] = ("json_schema", "json_object", "regex", "lark", "gbnf")
+MAX_CONSTRAINT_CHARS = 1 << 20
+
+
+@dataclass(frozen=True)
+class ConstraintSpec:
+    """What the reply must match: a JSON schema (JSON text), any JSON object, a regex, or a Lark
+    or GBNF grammar. The engine compiles it against the model's vocabulary (engine/constraint.py)
+    and masks every sampled token with it; generation ends when the grammar is complete."""
+
+    kind: ConstraintKind
+    text: str = ""  # the schema, regex or grammar; empty for json_object
+
+    def __post_init__(self) -> None:
+        if self.kind not in CONSTRAINT_KINDS:
+            raise EngineError(
+                f"constraint kind {self.kind!r}: choose one of {', '.join(CONSTRAINT_KINDS)}"
+            )
+        if self.kind != "json_object" and not self.text.strip():
+            raise EngineError(f"constraint {self.kind}: the text is empty")
+        if len(self.text) > MAX_CONSTRAINT_CHARS:
+            raise EngineError(
+                f"constraint {self.kind}: {len(self.text)} characters exceeds "
+                f"{MAX_CONSTRAINT_CHARS}"
+            )
+
+
 @dataclass(frozen=True)
 class ChatMessage:
-    """One turn of a conversation, as the chat template sees it."""
+    """One turn of a conversation, as the chat template sees it.
+
+    An assistant turn may carry the tool calls it made; a `tool` turn is one call's result
+    (tool_call_id names the call, name the function)."""
 
     role: Role
     content: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str = ""
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        if self.role not in ("system", "user", "assistant", "tool"):
+            raise EngineError(
+                f"message role {self.role!r}: must be system, user, assistant or tool"
+            )
+        if self.tool_calls and self.role != "assistant":
+            raise EngineError("message tool_calls: only assistant messages make tool calls")
+
+    def template_dict(self) -> dict[str, Any]:
+        """The message as chat templates read it (OpenAI's shape)."""
+        out: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            out["tool_calls"] = [call.to_openai() for call in self.tool_calls]
+        if self.tool_call_id:
+            out["tool_call_id"] = self.tool_call_id
+        if self.name:
+            out["name"] = self.name
+        return out
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A function the model may call: its name, what it does, a JSON Schema of its arguments."""
+
+    name: str
+    description: str = ""
+    parameters: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if (
+            not self.name
+            or len(self.name) > 64
+            or not all(c.isalnum() or c in "_-." for c in self.name)
+        ):
+            raise EngineError(f"tool name {self.name!r}: 1-64 letters, digits, _ - or .")
+        if self.parameters is not None and not isinstance(self.parameters, Mapping):
+            raise EngineError(f"tool {self.name} parameters: must be a JSON Schema object")
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "description": self.description}
+        out["parameters"] = (
+            dict(self.parameters)
+            if self.parameters is not None
+            else {
+                "type": "object",
+                "properties": {},
+            }
+        )
+        return out
 
 
 @dataclass(frozen=True)
@@ -93,12 +183,46 @@ class GenerationRequest:
     prompt_ids: tuple[int, ...] | None = None
     sampling: SamplingParams = field(default_factory=SamplingParams)
     add_bos: bool | None = None  # None = as the model's metadata says (raw prompts only)
+    constraint: ConstraintSpec | None = None  # masks every sampled token (engine/constraint.py)
+    tools: tuple[ToolSpec, ...] = ()  # functions the model may call (chat requests)
+    # "auto" (the model decides), "none" (no tools offered), "required" (one call, enforced by
+    # a grammar) or a tool's name (a call to that one, enforced)
+    tool_choice: str = "auto"
+    template_kwargs: Mapping[str, Any] = field(default_factory=dict)  # e.g. enable_thinking
     request_id: int = field(default_factory=lambda: next(_request_ids))
 
     def __post_init__(self) -> None:
         given = [x is not None for x in (self.messages, self.prompt, self.prompt_ids)]
         if sum(given) != 1:
             raise EngineError("request: give exactly one of messages, prompt or prompt_ids")
+        names = [tool.name for tool in self.tools]
+        if len(set(names)) != len(names):
+            raise EngineError("request tools: two tools have the same name")
+        if self.tool_choice not in ("auto", "none", "required") and self.tool_choice not in names:
+            raise EngineError(f"request tool_choice {self.tool_choice!r}: no tool has that name")
+        if self.tool_choice == "required" and not self.tools:
+            raise EngineError("request tool_choice 'required': give at least one tool")
+        if self.tools and self.messages is None:
+            raise EngineError("request tools: only chat requests (messages) can use tools")
+        if self.forces_tool_call and self.constraint is not None:
+            raise EngineError("request: a forced tool call and a constraint cannot be combined")
+        for key in self.template_kwargs:
+            if not isinstance(key, str) or not key.isidentifier() or key in RESERVED_TEMPLATE_VARS:
+                raise EngineError(f"request template_kwargs: {key!r} is not allowed")
+        try:
+            json.dumps(dict(self.template_kwargs))
+        except (TypeError, ValueError):
+            raise EngineError("request template_kwargs: values must be JSON values") from None
+
+    @property
+    def forces_tool_call(self) -> bool:
+        """tool_choice asks for a call (required or a named tool): a grammar enforces it."""
+        return bool(self.tools) and self.tool_choice not in ("auto", "none")
+
+    @property
+    def offered_tools(self) -> tuple[ToolSpec, ...]:
+        """The tools shown to the model (none with tool_choice "none")."""
+        return () if self.tool_choice == "none" else self.tools
 
 
 @dataclass
@@ -141,6 +265,7 @@ class Finished:
     token_ids: tuple[int, ...]
     stats: Stats
     error: str = ""  # one-line reason when reason == "error"
+    refused: bool = False  # the request itself was refused (bad input), nothing was generated
 
 
 Event = TextDelta | Finished
@@ -220,6 +345,7 @@ class EngineInfo:
     architecture: str
     context_limit: int
     features: dict[str, bool] = field(default_factory=dict)  # sink_window, prefix_cache, draft...
+    tool_format: str = "generic"  # how the model writes tool calls (models/text/tool_calls)
 
 
 class EventStream:

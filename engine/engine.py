@@ -7,17 +7,17 @@ EngineThread (engine_thread.py) owns one Engine and feeds it from other threads.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable, Iterator
-from collections.abc import Sequence as Seq
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ember.engine.api import (
-    ChatMessage,
+    ConstraintSpec,
     EngineInfo,
     EngineOptions,
     Event,
@@ -26,6 +26,7 @@ from ember.engine.api import (
     ModelFiles,
 )
 from ember.engine.block_manager import BlockManager
+from ember.engine.constraint import ConstraintCompiler
 from ember.engine.errors import EngineError
 from ember.engine.request_state import RequestState
 from ember.engine.runners.base import ForwardBatch, SeqStep
@@ -52,7 +53,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("ember.engine")
 
-ChatRenderer = Callable[[Seq[ChatMessage]], list[int]]
+# messages -> prompt ids; renderers that take tools (and template kwargs) also have a
+# tool_format attribute (runners/factory.py TemplateChat, fake.py FakeChat)
+ChatRenderer = Callable[..., list[int]]
 EventSink = Callable[[Event], None]
 
 
@@ -133,7 +136,10 @@ class Engine:
             max_seq_tokens=ctx,
             draft_tokens=options.draft_tokens if proposer else 0,
         )
-        self.scheduler = Scheduler(config, self.blocks, self.sink_window, proposer)
+        self.scheduler = Scheduler(
+            config, self.blocks, self.sink_window, proposer, draft_filter=self._filter_drafts
+        )
+        self.constraints = ConstraintCompiler(self.tokenizer, runner.info.vocab_size)
         self.context_limit = limit
         self.info = EngineInfo(
             model=model_name or options.model,
@@ -148,6 +154,7 @@ class Engine:
                 "draft": proposer is not None,
                 "batching": options.max_batch > 1,
             },
+            tool_format=str(getattr(chat, "tool_format", "generic")),
         )
         self._states: dict[int, RequestState] = {}  # by seq_id
         self._seq_of_request: dict[int, int] = {}
@@ -198,15 +205,60 @@ class Engine:
             add_bos = self.tokenizer.add_bos if request.add_bos is None else request.add_bos
             ids = self.tokenizer.encode(request.prompt, add_bos=add_bos, parse_special=True)
         else:
-            if self.chat is None:
-                raise EngineError(f"model {self.info.model} has no chat template: use a raw prompt")
-            ids = self.chat(request.messages or ())
+            ids = self._render_chat(request)
         if not ids:
             raise EngineError("request: the prompt is empty")
         vocab = self.runner.info.vocab_size
         if any(not 0 <= t < vocab for t in ids):
             raise EngineError(f"request: token ids must be in [0, {vocab})")
         return ids
+
+    def _render_chat(self, request: GenerationRequest) -> list[int]:
+        if self.chat is None:
+            raise EngineError(f"model {self.info.model} has no chat template: use a raw prompt")
+        messages = request.messages or ()
+        tool_turns = any(m.role == "tool" or m.tool_calls for m in messages)
+        if not (request.offered_tools or request.template_kwargs or tool_turns):
+            return list(self.chat(messages))
+        if not hasattr(self.chat, "tool_format"):
+            raise EngineError(f"model {self.info.model}: its chat renderer takes no tools")
+        self._refuse_special_spellings(request)
+        return list(
+            self.chat(
+                messages, tools=request.offered_tools, template_kwargs=request.template_kwargs
+            )
+        )
+
+    def _refuse_special_spellings(self, request: GenerationRequest) -> None:
+        """Tool specs and tool-call arguments are rendered as template markup (JSON inside the
+        template), where special-token spellings would become control tokens: refuse them."""
+        parts = [json.dumps(t.as_dict(), ensure_ascii=False) for t in request.offered_tools]
+        for message in request.messages or ():
+            parts += [c.name + c.arguments for c in message.tool_calls]
+            parts += [message.name, message.tool_call_id]
+        text = "\n".join(p for p in parts if p)
+        if not text:
+            return
+        special = set(self.tokenizer.encode(text, parse_special=True)) & self.tokenizer.special_ids
+        if special:
+            spelling = self.tokenizer.decode([min(special)])
+            raise EngineError(f"request tools: {spelling!r} is a special token of this model")
+
+    def tool_constraint(self, request: GenerationRequest) -> ConstraintSpec | None:
+        """The grammar of a forced tool call (tool_choice required or named), else None."""
+        if not request.forces_tool_call:
+            return None
+        from ember.models.text.tool_calls import tool_call_grammar, tool_format
+
+        tools = [t.as_dict() for t in request.tools]
+        if request.tool_choice != "required":
+            tools = [t for t in tools if t["name"] == request.tool_choice]
+        fmt = tool_format(self.info.tool_format)
+        return ConstraintSpec("lark", tool_call_grammar(tools, fmt, self._special_id))
+
+    def _special_id(self, text: str) -> int | None:
+        ids = self.tokenizer.encode(text, parse_special=True)
+        return ids[0] if len(ids) == 1 and ids[0] in self.tokenizer.special_ids else None
 
     def count_tokens(self, request: GenerationRequest) -> int:
         return len(self.encode(request))
@@ -215,6 +267,9 @@ class Engine:
         """Queue a request; its events go to on_event (from inside step())."""
         seq = Sequence(self.encode(request), request.sampling, request_id=request.request_id)
         state = RequestState.create(seq, self.tokenizer, self._stop_ids(request), on_event)
+        spec = request.constraint or self.tool_constraint(request)
+        if spec is not None:
+            state.constraint = self.constraints.compile(spec)
         if self.prefix_store is not None:
             self.prefix_store.restore(seq.token_ids, self.blocks, self.runner)
         self.scheduler.add(seq)
@@ -294,7 +349,12 @@ class Engine:
         if seq.num_pending:  # mid-prompt chunk: nothing to sample yet
             self.blocks.register_full_blocks(seq)
             return
-        samples = self._sample(seq, state, rows, item.draft_ids)
+        try:
+            samples = self._sample(seq, state, rows, item.draft_ids)
+        except EngineError as exc:  # a constraint that cannot go on ends its request only
+            self.scheduler.finish(seq, "error")
+            self._complete(state, "error", str(exc))
+            return
         accepted = len(samples) - 1 if item.draft_ids else 0
         if item.draft_ids:
             state.drafted += len(item.draft_ids)
@@ -317,19 +377,53 @@ class Engine:
     ) -> list[int]:
         # Sample each position in turn; keep going while the sample equals the draft. For a
         # point-mass proposer this is exact speculative sampling (accept with p(d), else a draw
-        # from p without d); greedy gives plain greedy's tokens.
-        q_rows = draft_probs(self.scheduler.proposer, seq.seq_id) if drafts else None
-        if q_rows is not None:  # sampled drafts: the min(1, p/q) rule (speculative.py)
-            return verify_sampled(rows, drafts, q_rows, seq.sampling, seq.token_ids, state.rng)
+        # from p without d); greedy gives plain greedy's tokens. A constraint masks every row
+        # first (as if this step's earlier tokens were accepted), so p is the masked target.
+        cut, state.draft_cut = state.draft_cut, None
+        sampled_q = drafts or cut == 0
+        q_rows = draft_probs(self.scheduler.proposer, seq.seq_id) if sampled_q else None
+        if state.constraint is None:
+            return self._sample_rows(seq, state, rows, drafts, q_rows, None)
+        if q_rows is not None and cut == len(drafts):
+            q_rows = q_rows[: len(drafts) + 1]  # the cut draft's q: its position is a rejection
+        elif q_rows is not None:
+            q_rows = q_rows[: len(drafts)]
+        with state.constraint.lookahead() as lookahead:
+            return self._sample_rows(seq, state, rows, drafts, q_rows, lookahead.mask)
+
+    def _sample_rows(
+        self,
+        seq: Sequence,
+        state: RequestState,
+        rows: np.ndarray,
+        drafts: list[int],
+        q_rows: np.ndarray | None,
+        mask: Callable[[np.ndarray, list[int]], np.ndarray] | None,
+    ) -> list[int]:
+        if q_rows is not None:  # sampled drafts: the min(1, p/q) rule (speculative/verify.py)
+            return verify_sampled(
+                rows, drafts, q_rows, seq.sampling, seq.token_ids, state.rng, mask=mask
+            )
         samples: list[int] = []
         offset = rows.shape[0] - 1 - len(drafts)
         for i in range(len(drafts) + 1):
             history = seq.token_ids + samples
-            token = sample_token(rows[offset + i], seq.sampling, history, state.rng)
+            row = rows[offset + i] if mask is None else mask(rows[offset + i], samples)
+            token = sample_token(row, seq.sampling, history, state.rng)
             samples.append(token)
             if i == len(drafts) or token != drafts[i]:
                 break
         return samples
+
+    def _filter_drafts(self, seq: Sequence, drafts: list[int]) -> list[int]:
+        """Drafts the request's constraint allows (the longest valid prefix)."""
+        state = self._states.get(seq.seq_id)
+        if state is None or state.constraint is None or not drafts:
+            return drafts
+        valid = state.constraint.count_valid(drafts)
+        if valid < len(drafts):
+            state.draft_cut = valid  # drafts[valid] was forbidden: a certain rejection
+        return drafts[:valid]
 
     def _finish_running(self, seq: Sequence, state: RequestState, reason: str) -> None:
         if self.prefix_store is not None:

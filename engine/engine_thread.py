@@ -116,8 +116,8 @@ class EngineThread:
             try:
                 self.engine.add_request(request, handle.push)
                 self._handles[request.request_id] = handle
-            except EmberError as exc:
-                handle.push(_failed("error", str(exc)))
+            except EmberError as exc:  # the request is wrong (template refused, bad grammar)
+                handle.push(_failed("error", str(exc), refused=True))
         elif kind == "abort":
             self.engine.abort(payload)
         elif kind == "call":
@@ -152,8 +152,15 @@ class EngineThread:
                     payload[1].set_exception(EngineError("engine closed"))
 
 
-def _failed(reason: str, error: str) -> Finished:
-    return Finished(reason=reason, text="", token_ids=(), stats=Stats(), error=error)  # type: ignore[arg-type]
+def _failed(reason: str, error: str, refused: bool = False) -> Finished:
+    return Finished(
+        reason=reason,  # type: ignore[arg-type]
+        text="",
+        token_ids=(),
+        stats=Stats(),
+        error=error,
+        refused=refused,
+    )
 
 
 def start_engine_thread(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -13,6 +14,9 @@ from ember.engine.detokenizer import Detokenizer
 from ember.engine.sampling import make_generator
 from ember.engine.sequence import Sequence
 from ember.models.text.tokenizers.base import Tokenizer
+
+if TYPE_CHECKING:
+    from ember.engine.constraint import Constraint
 
 
 @dataclass
@@ -29,6 +33,8 @@ class RequestState:
     num_sampled: int = 0
     drafted: int = 0
     accepted: int = 0
+    constraint: Constraint | None = None  # the reply's grammar; advanced by every accepted token
+    draft_cut: int | None = None  # this step's drafts were cut here by the constraint
 
     @classmethod
     def create(
@@ -46,10 +52,12 @@ class RequestState:
         self.num_sampled += 1
         if token in self.stop_ids:
             return "stop"
+        if self.constraint is not None:
+            self.constraint.advance(token)
         self.output_ids.append(token)
         self.pending_ids.append(token)
         self._emit(self.detok.add(token))
-        if self.detok.stopped:
+        if self.detok.stopped or (self.constraint is not None and self.constraint.done):
             return "stop"
         if len(self.output_ids) >= self.seq.sampling.max_tokens:
             return "length"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -79,11 +80,13 @@ class Scheduler:
         blocks: BlockManager,
         sink_window: SinkWindow | None = None,
         proposer: Proposer | None = None,
+        draft_filter: Callable[[Sequence, list[int]], list[int]] | None = None,
     ) -> None:
         self.config = config
         self.blocks = blocks
         self.sink_window = sink_window if sink_window and sink_window.enabled else None
         self.proposer = proposer
+        self.draft_filter = draft_filter  # drops drafts a request's constraint forbids
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
 
@@ -210,7 +213,10 @@ class Scheduler:
         limit = min(self.config.draft_tokens, budget)
         if self.sink_window:
             limit = min(limit, self.sink_window.max_step_tokens - 1)
-        return self.proposer.propose(seq, limit)[:limit] if limit > 0 else []
+        if limit <= 0:
+            return []
+        drafts = self.proposer.propose(seq, limit)[:limit]
+        return self.draft_filter(seq, drafts) if self.draft_filter else drafts
 
     def _evict(self, seq: Sequence, num_new_tokens: int, out: SchedulerOutput) -> None:
         if not self.sink_window:

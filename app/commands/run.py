@@ -44,10 +44,58 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--repeat-penalty", type=float, help="llama.cpp's repetition penalty (1 = off)"
     )
     parser.add_argument("--seed", type=int, help="random seed for reproducible sampling")
+    shape = parser.add_mutually_exclusive_group()
+    shape.add_argument(
+        "--json-schema",
+        metavar="FILE",
+        help="the reply is JSON matching this JSON Schema file ('{}' file: any JSON object)",
+    )
+    shape.add_argument(
+        "--grammar",
+        metavar="FILE",
+        help="the reply matches this grammar: GBNF (.gbnf), Lark (.lark) or a regex (.regex)",
+    )
     add_engine_flags(parser)
     parser.add_argument(
         "--json", action="store_true", help="end with one JSON line of text and stats"
     )
+
+
+GRAMMAR_KINDS = {".gbnf": "gbnf", ".lark": "lark", ".regex": "regex", ".re": "regex"}
+
+
+def _read_spec_file(flag: str, path: str) -> str:
+    from pathlib import Path
+
+    from ember.app.errors import ConfigError
+
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{flag} {path}: cannot read ({exc})") from None
+
+
+def constraint_from_args(args: argparse.Namespace) -> Any:
+    """The ConstraintSpec --json-schema or --grammar names (None when neither is given)."""
+    from pathlib import Path
+
+    from ember.app.errors import ConfigError
+    from ember.engine.api import ConstraintSpec
+
+    if getattr(args, "json_schema", None):
+        text = _read_spec_file("--json-schema", args.json_schema)
+        try:
+            schema = json.loads(text)
+        except ValueError as exc:
+            raise ConfigError(f"--json-schema {args.json_schema}: not valid JSON ({exc})") from None
+        if schema == {}:
+            return ConstraintSpec("json_object")
+        return ConstraintSpec("json_schema", text)
+    if getattr(args, "grammar", None):
+        suffix = Path(args.grammar).suffix.lower()
+        kind = GRAMMAR_KINDS.get(suffix, "gbnf")  # llama.cpp's grammars are GBNF
+        return ConstraintSpec(kind, _read_spec_file("--grammar", args.grammar))  # type: ignore[arg-type]
+    return None
 
 
 def _request(args: argparse.Namespace, prompt: str, settings: Any) -> Any:
@@ -56,13 +104,14 @@ def _request(args: argparse.Namespace, prompt: str, settings: Any) -> Any:
 
     flags = {name: getattr(args, name) for name in SAMPLING_FLAGS}
     sampling = sampling_params(settings, flags, seed=args.seed)
+    constraint = constraint_from_args(args)
     if args.raw:
         text = f"{args.system}\n\n{prompt}" if args.system else prompt
-        return GenerationRequest(prompt=text, sampling=sampling)
+        return GenerationRequest(prompt=text, sampling=sampling, constraint=constraint)
     system = args.system if args.system is not None else settings.system_prompt
     messages = [ChatMessage("system", system)] if system else []
     messages.append(ChatMessage("user", prompt))
-    return GenerationRequest(messages=tuple(messages), sampling=sampling)
+    return GenerationRequest(messages=tuple(messages), sampling=sampling, constraint=constraint)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -14,7 +14,10 @@ if TYPE_CHECKING:
     from ember.engine.api import Backend, EngineOptions
 
 NAME = "serve"
-HELP = "Serve registered models over an OpenAI-compatible HTTP API (127.0.0.1 by default)."
+HELP = (
+    "Serve registered models over OpenAI- and Ollama-compatible HTTP APIs (127.0.0.1 by "
+    "default; --port 11434 stands in for Ollama)."
+)
 ORDER = 40
 
 
@@ -31,6 +34,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="NAME",
         help="a Host name clients use to reach this server (repeatable)",
+    )
+    parser.add_argument(
+        "--allow-model-path",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="requests may name model files under DIR by path (repeatable; default: none)",
+    )
+    parser.add_argument(
+        "--allow-remote",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="requests may name an OpenAI-compatible server whose URL starts with URL; it gets "
+        "no API key of this server (repeatable; default: none)",
     )
     parser.add_argument("--max-body-bytes", type=int, default=1 << 20, help="request body limit")
     parser.add_argument("--max-loaded", type=int, default=1, help="models kept loaded while idle")
@@ -51,6 +69,60 @@ def model_options(args: argparse.Namespace, settings: Settings) -> Callable[[str
 
     flags = EngineFlags.from_args(args)
     return lambda name: engine_options(name, settings, flags)
+
+
+def _is_remote(name: str) -> bool:
+    return name.startswith(("http://", "https://"))
+
+
+def served_check(args: argparse.Namespace) -> Callable[[str], bool]:
+    """name -> whether a request may name it: a registered model or alias, the --model the
+    operator gave, a file under an --allow-model-path folder, a URL under an --allow-remote."""
+    from pathlib import Path
+
+    from ember.app.loading import open_registry
+    from ember.models.registry.starter import STARTER_NAME, starter_installed
+
+    folders = [Path(d).expanduser().resolve() for d in args.allow_model_path]
+    prefixes = [u.rstrip("/") for u in args.allow_remote]
+
+    def is_served(name: str) -> bool:
+        if name == args.model:
+            return True
+        if _is_remote(name):
+            return any(name == p or name.startswith(p + "/") for p in prefixes)
+        if "/" in name or "\\" in name or name.startswith("."):
+            if not folders:
+                return False
+            path = Path(name).expanduser().resolve()
+            return any(path.is_relative_to(folder) for folder in folders)
+        if name == STARTER_NAME and starter_installed():
+            return True
+        return open_registry().find(name) is not None
+
+    return is_served
+
+
+def describe_model(name: str) -> dict[str, object]:
+    """What the registry knows of a model, for Ollama's /api/tags and /api/ps."""
+    from datetime import UTC, datetime
+
+    from ember.app.loading import open_registry
+
+    record = open_registry().find(name)
+    if record is None:
+        return {}
+    added = datetime.fromtimestamp(record.added_at or 0, UTC).isoformat()
+    params = f"{record.parameters / 1e6:.0f}M" if record.parameters else ""
+    return {
+        "modified_at": added.replace("+00:00", "Z"),
+        "size": record.size_bytes,
+        "digest": record.sha256 or "",
+        "format": record.format,
+        "family": record.architecture or "",
+        "parameter_size": params,
+        "quantization_level": record.quant or "",
+    }
 
 
 def run(args: argparse.Namespace) -> int:
@@ -74,6 +146,10 @@ def run(args: argparse.Namespace) -> int:
     defaults = options_for(args.model or settings.model)  # bad flags stop the server here
 
     def load(name: str) -> Backend:
+        if _is_remote(name):  # an --allow-remote server: never with this server's credentials
+            from ember.engine.remote.backend import RemoteBackend, RemoteConfig
+
+            return RemoteBackend(RemoteConfig(name, "", api_key=""))
         return load_backend(options_for(name))
 
     pool = ModelPool(
@@ -82,6 +158,8 @@ def run(args: argparse.Namespace) -> int:
         default_model=args.model,
         max_loaded=args.max_loaded,
         max_tokens_cap=defaults.ctx,
+        is_served=served_check(args),
+        describe=describe_model,
     )
     if args.model:
         pool.preload(args.model)
@@ -93,6 +171,8 @@ def run(args: argparse.Namespace) -> int:
     )
     import uvicorn
 
-    print(f"ember: serving on http://{args.host}:{args.port}/v1", flush=True)
+    print(
+        f"ember: serving on http://{args.host}:{args.port} (OpenAI: /v1, Ollama: /api)", flush=True
+    )
     uvicorn.run(create_app(pool, guard), host=args.host, port=args.port, log_level="warning")
     return 0

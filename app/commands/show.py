@@ -32,10 +32,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "model", help="a registry name or alias, a .gguf file or a safetensors folder"
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+    parser.add_argument(
+        "--no-digest",
+        action="store_true",
+        help="skip the SHA-256 (hashing a large unregistered file reads all of it)",
+    )
 
 
-def describe(ref: str) -> dict[str, Any]:
-    """Everything `ember show` prints about a model, as a JSON-ready dict."""
+def describe(ref: str, digest: bool = True) -> dict[str, Any]:
+    """Everything `ember show` prints about a model, as a JSON-ready dict (digest=False leaves
+    out a SHA-256 that is not already known, which would mean reading the whole file)."""
     from ember.app.loading import open_registry
 
     registry = open_registry()
@@ -53,7 +59,8 @@ def describe(ref: str) -> dict[str, Any]:
         out["model_name"] = model_name
     record = registry.find(resolved.name)
     out["path"] = str(resolved.path)
-    out["sha256"] = resolved.sha256 or registry.digest(resolved.path, resolved.format)
+    if resolved.sha256 or digest:
+        out["sha256"] = resolved.sha256 or registry.digest(resolved.path, resolved.format)
     if record is not None:
         out["aliases"] = list(record.aliases)
         if record.source_repo:
@@ -94,13 +101,21 @@ def _mix_value(value: Any) -> str:
 def run(args: argparse.Namespace) -> int:
     from ember.app.commands._model_format import print_json
 
-    details = describe(args.model)
     if args.json:
-        print_json(details)
+        print_json(describe(args.model, digest=not args.no_digest))
         return 0
+    # Text: everything else first, the digest last, so a large file's hashing keeps nothing
+    # from the screen while it reads.
+    details = describe(args.model, digest=False)
     keys = [k for k in _LABELS if k in details] + [k for k in details if k not in _LABELS]
-    width = max(len(_LABELS.get(k, k.replace("_", " "))) for k in keys)
+    width = max(len(_LABELS.get(k, k.replace("_", " "))) for k in [*keys, "sha256"])
     for key in keys:
         label = _LABELS.get(key, key.replace("_", " "))
-        print(f"{label.ljust(width)}  {_text(details[key], key)}")
+        print(f"{label.ljust(width)}  {_text(details[key], key)}", flush=True)
+    if "sha256" not in details and not args.no_digest and details.get("format") != "remote":
+        from ember.app.loading import open_registry
+
+        registry = open_registry()
+        resolved = registry.resolve(args.model)
+        print(f"{'sha256'.ljust(width)}  {registry.digest(resolved.path, resolved.format)}")
     return 0

@@ -8,13 +8,12 @@ events; a client that disconnects aborts its request, which frees its KV blocks.
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
-import time
-import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
+from ember.app.server.io import error_response, next_event, read_json
+from ember.app.server.openai import Completion
 from ember.app.server.pool import ModelPool
 from ember.app.server.schema import ParsedRequest, RequestInvalid, parse_chat, parse_completion
 from ember.app.server.security import Guard
@@ -26,108 +25,35 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
 
-FINISH = {"stop": "stop", "length": "length", "abort": "stop", "error": "stop"}
 
-
-def _error(status: int, message: str, param: str | None = None) -> Response:
-    from starlette.responses import JSONResponse
-
-    kind = "invalid_request_error" if status < 500 else "server_error"
-    body = {"error": {"message": message, "type": kind, "param": param, "code": status}}
-    return JSONResponse(body, status_code=status)
-
-
-async def _read_json(request: Request, limit: int) -> Any:
-    size = 0
-    chunks: list[bytes] = []
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise RequestInvalid("body", f"request body exceeds {limit} bytes", status=413)
-        chunks.append(chunk)
-    try:
-        return json.loads(b"".join(chunks) or b"null")
-    except (ValueError, UnicodeDecodeError):
-        raise RequestInvalid("body", "not valid JSON", status=400) from None
-
-
-async def _next_event(iterator: Any) -> Any:
-    import anyio
-
-    return await anyio.to_thread.run_sync(
-        functools.partial(next, iterator, None), abandon_on_cancel=True
-    )
-
-
-def _usage(fin: Finished) -> dict[str, int]:
-    prompt, completion = fin.stats.prompt_tokens, fin.stats.generated_tokens
-    return {
-        "prompt_tokens": prompt,
-        "completion_tokens": completion,
-        "total_tokens": prompt + completion,
-    }
-
-
-class _Completion:
-    """One request's response in the chat or the plain-completion shape."""
-
-    def __init__(self, chat: bool, model: str) -> None:
-        self.chat = chat
-        self.model = model
-        self.id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
-        self.created = int(time.time())
-
-    def _envelope(self, chunk: bool) -> dict[str, Any]:
-        kind = "chat.completion" if self.chat else "text_completion"
-        return {
-            "id": self.id,
-            "object": kind + (".chunk" if chunk and self.chat else ""),
-            "created": self.created,
-            "model": self.model,
-        }
-
-    def chunk(self, text: str | None, finish: str | None, first: bool = False) -> dict[str, Any]:
-        body = self._envelope(chunk=True)
-        if self.chat:
-            delta: dict[str, Any] = {"role": "assistant"} if first else {}
-            if text:
-                delta["content"] = text
-            body["choices"] = [{"index": 0, "delta": delta, "finish_reason": finish}]
-        else:
-            body["choices"] = [{"index": 0, "text": text or "", "finish_reason": finish}]
-        return body
-
-    def whole(self, fin: Finished) -> dict[str, Any]:
-        body = self._envelope(chunk=False)
-        choice: dict[str, Any] = {"index": 0, "finish_reason": FINISH[fin.reason]}
-        if self.chat:
-            choice["message"] = {"role": "assistant", "content": fin.text}
-        else:
-            choice["text"] = fin.text
-        body["choices"] = [choice]
-        body["usage"] = _usage(fin)
-        return body
+_error = error_response
+_read_json = read_json
+_next_event = next_event
 
 
 async def _stream(
-    handle: RequestHandle, out: _Completion, include_usage: bool
+    handle: RequestHandle, out: Completion, include_usage: bool
 ) -> AsyncIterator[str]:
     iterator = iter(handle)
     finished = False
     try:
-        yield f"data: {json.dumps(out.chunk(None, None, first=True))}\n\n"
+        yield f"data: {json.dumps(out.first_chunk())}\n\n"
         while (event := await _next_event(iterator)) is not None:
             if isinstance(event, TextDelta) and event.text:
-                yield f"data: {json.dumps(out.chunk(event.text, None))}\n\n"
+                for chunk in out.delta_chunks(event.text):
+                    yield f"data: {json.dumps(chunk)}\n\n"
             elif isinstance(event, Finished):
                 finished = True
+                for chunk in out.delta_chunks("", final=True):
+                    yield f"data: {json.dumps(chunk)}\n\n"
                 if event.reason == "error":
-                    err = {"error": {"message": event.error, "type": "server_error", "code": 500}}
+                    status = 422 if event.refused else 500
+                    kind = "invalid_request_error" if event.refused else "server_error"
+                    err = {"error": {"message": event.error, "type": kind, "code": status}}
                     yield f"data: {json.dumps(err)}\n\n"
-                yield f"data: {json.dumps(out.chunk(None, FINISH[event.reason]))}\n\n"
+                yield f"data: {json.dumps(out.final_chunk(event))}\n\n"
                 if include_usage:
-                    usage = out.chunk(None, None) | {"choices": [], "usage": _usage(event)}
-                    yield f"data: {json.dumps(usage)}\n\n"
+                    yield f"data: {json.dumps(out.usage_chunk(event))}\n\n"
         yield "data: [DONE]\n\n"
     finally:
         if not finished:
@@ -166,7 +92,8 @@ def _make_endpoint(pool: ModelPool, guard: Guard, chat: bool) -> Callable[[Reque
         except EmberError as exc:
             pool.release(name)
             return _error(422, str(exc))
-        out = _Completion(chat, name)
+        parse_tools = bool(parsed.request.offered_tools)
+        out = Completion(chat, name, backend.info.tool_format, parse_tools)
         if parsed.stream:
 
             async def body_iter() -> AsyncIterator[str]:
@@ -181,6 +108,8 @@ def _make_endpoint(pool: ModelPool, guard: Guard, chat: bool) -> Callable[[Reque
             fin = await _whole(handle, request)
         finally:
             pool.release(name)
+        if fin.reason == "error" and fin.refused:  # the input was wrong: the template refused it
+            return _error(422, fin.error, "messages")
         if fin.reason == "error":
             return _error(500, fin.error or "generation failed")
         return JSONResponse(out.whole(fin))
@@ -210,18 +139,43 @@ def create_app(pool: ModelPool, guard: Guard) -> Starlette:
     from starlette.responses import JSONResponse
     from starlette.routing import Route
 
+    def card(name: str) -> dict[str, Any]:
+        return {"id": name, "object": "model", "created": 0, "owned_by": "ember"}
+
     async def models(request: Request) -> JSONResponse:
-        data = [
-            {"id": n, "object": "model", "created": 0, "owned_by": "ember"} for n in pool.names()
-        ]
-        return JSONResponse({"object": "list", "data": data})
+        return JSONResponse({"object": "list", "data": [card(n) for n in pool.names()]})
+
+    async def model(request: Request) -> Response:
+        name = request.path_params["name"]
+        if not pool.serves(name):
+            return _error(404, pool.unknown_model_message(name), "model")
+        return JSONResponse(card(name))
 
     async def health(request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok", "loaded": pool.loaded()})
 
+    from ember.app.server import ollama, ollama_models
+
+    async def unload(request: Request) -> Response:
+        """POST /ember/unload {"model": name}: unload an idle model now (ember stop)."""
+        try:
+            body = await read_json(request, guard.max_body_bytes)
+        except RequestInvalid as exc:
+            return _error(exc.status, str(exc), exc.param)
+        name = body.get("model") if isinstance(body, dict) else None
+        if not isinstance(name, str) or name not in pool.loaded():
+            return _error(404, f"model {str(name)[:80]!r} is not loaded", "model")
+        if not pool.unload(name):
+            return _error(409, f"model {name!r} is serving a request; try again", "model")
+        return JSONResponse({"unloaded": name})
+
     routes = [
+        *ollama.routes(pool, guard),
+        *ollama_models.routes(pool, guard),
+        Route("/ember/unload", unload, methods=["POST"]),
         Route("/health", health, methods=["GET"]),
         Route("/v1/models", models, methods=["GET"]),
+        Route("/v1/models/{name:path}", model, methods=["GET"]),
         Route("/v1/chat/completions", _make_endpoint(pool, guard, chat=True), methods=["POST"]),
         Route("/v1/completions", _make_endpoint(pool, guard, chat=False), methods=["POST"]),
     ]

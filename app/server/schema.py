@@ -9,22 +9,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ember.app.server import chat_fields
+from ember.app.server.errors import RequestInvalid
 from ember.engine.api import ChatMessage, GenerationRequest, SamplingParams
+from ember.engine.errors import EngineError
 
 MAX_MESSAGES = 1024
 MAX_STOP = 16
 MAX_STOP_CHARS = 256
 MAX_PROMPT_CHARS = 1 << 20
 
-
-class RequestInvalid(Exception):
-    """A request body the server refuses; `param` names the field."""
-
-    def __init__(self, param: str, reason: str, status: int = 422) -> None:
-        super().__init__(f"{param}: {reason}")
-        self.param = param
-        self.reason = reason
-        self.status = status
+__all__ = ["ParsedRequest", "RequestInvalid", "parse_chat", "parse_completion"]
 
 
 @dataclass(frozen=True)
@@ -76,6 +71,8 @@ def _stop(body: dict[str, Any]) -> tuple[str, ...]:
 def _content(value: Any, index: int) -> str:
     if isinstance(value, str):
         return value
+    if value is None:
+        return ""
     if isinstance(value, list):  # [{"type": "text", "text": "..."}]
         parts = []
         for part in value:
@@ -104,11 +101,18 @@ def _messages(body: dict[str, Any]) -> tuple[ChatMessage, ...]:
         role = item.get("role")
         if role == "developer":
             role = "system"
-        if role not in ("system", "user", "assistant"):
-            raise RequestInvalid(f"messages[{i}].role", "must be system, user or assistant")
+        if role not in ("system", "user", "assistant", "tool"):
+            raise RequestInvalid(f"messages[{i}].role", "must be system, user, assistant or tool")
         content = _content(item.get("content"), i)
         total += len(content)
-        out.append(ChatMessage(role=role, content=content))
+        if role == "tool":
+            out.append(chat_fields.tool_message(item, i, content))
+            continue
+        calls = (
+            chat_fields.parse_tool_calls(item.get("tool_calls"), i) if role == "assistant" else ()
+        )
+        total += sum(len(c.arguments) for c in calls)
+        out.append(ChatMessage(role=role, content=content, tool_calls=calls))
     if total > MAX_PROMPT_CHARS:
         raise RequestInvalid("messages", f"total content exceeds {MAX_PROMPT_CHARS} characters")
     return tuple(out)
@@ -121,6 +125,8 @@ def _sampling(body: dict[str, Any], max_tokens_cap: int) -> SamplingParams:
     assert max_tokens is not None
     n = _integer(body, "n", 1, 1, 1)
     del n  # only n=1 is served; validated above
+    if body.get("logprobs") not in (None, False) or body.get("top_logprobs") is not None:
+        raise RequestInvalid("logprobs", "log-probabilities are not served yet")
     return SamplingParams(
         temperature=_number(body, "temperature", 0.0, 2.0, 1.0),
         top_p=_number(body, "top_p", 1e-9, 1.0, 1.0),
@@ -129,7 +135,7 @@ def _sampling(body: dict[str, Any], max_tokens_cap: int) -> SamplingParams:
         presence_penalty=_number(body, "presence_penalty", -2.0, 2.0, 0.0),
         frequency_penalty=_number(body, "frequency_penalty", -2.0, 2.0, 0.0),
         repeat_penalty=_number(body, "repeat_penalty", 0.01, 10.0, 1.0),
-        seed=_integer(body, "seed", -(1 << 63), (1 << 63) - 1, None),
+        seed=_integer(body, "seed", 0, (1 << 63) - 1, None),
         max_tokens=max_tokens,
         stop=_stop(body),
     )
@@ -138,6 +144,7 @@ def _sampling(body: dict[str, Any], max_tokens_cap: int) -> SamplingParams:
 def _common(body: Any) -> tuple[str | None, bool, bool]:
     if not isinstance(body, dict):
         raise RequestInvalid("body", "must be a JSON object")
+    chat_fields.refuse_unknown(body)
     model = body.get("model")
     if model is not None and (not isinstance(model, str) or not 0 < len(model) <= 512):
         raise RequestInvalid("model", "must be a non-empty string")
@@ -156,8 +163,30 @@ def _common(body: Any) -> tuple[str | None, bool, bool]:
 def parse_chat(body: Any, max_tokens_cap: int) -> ParsedRequest:
     """Validate a /v1/chat/completions body."""
     model, stream, include_usage = _common(body)
-    request = GenerationRequest(messages=_messages(body), sampling=_sampling(body, max_tokens_cap))
+    tools, choice = chat_fields.parse_tools(body)
+    if body.get("parallel_tool_calls") not in (None, True, False):
+        raise RequestInvalid("parallel_tool_calls", "must be a boolean")
+    try:
+        request = GenerationRequest(
+            messages=_messages(body),
+            sampling=_sampling(body, max_tokens_cap),
+            constraint=chat_fields.parse_response_format(body),
+            tools=tools,
+            tool_choice=choice,
+            template_kwargs=chat_fields.parse_template_kwargs(body),
+        )
+    except EngineError as exc:
+        raise RequestInvalid(_param_of(str(exc)), str(exc)) from None
     return ParsedRequest(model, stream, include_usage, request)
+
+
+def _param_of(message: str) -> str:
+    for param in ("tool_choice", "template_kwargs", "tools", "constraint"):
+        if param in message:
+            return {"template_kwargs": "chat_template_kwargs", "constraint": "response_format"}.get(
+                param, param
+            )
+    return "messages"
 
 
 def parse_completion(body: Any, max_tokens_cap: int) -> ParsedRequest:
@@ -170,5 +199,8 @@ def parse_completion(body: Any, max_tokens_cap: int) -> ParsedRequest:
         raise RequestInvalid("prompt", "must be a non-empty string")
     if len(prompt) > MAX_PROMPT_CHARS:
         raise RequestInvalid("prompt", f"exceeds {MAX_PROMPT_CHARS} characters")
+    for field in ("tools", "tool_choice", "response_format", "chat_template_kwargs"):
+        if body.get(field) is not None:
+            raise RequestInvalid(field, "is only served by /v1/chat/completions")
     request = GenerationRequest(prompt=prompt, sampling=_sampling(body, max_tokens_cap))
     return ParsedRequest(model, stream, include_usage, request)

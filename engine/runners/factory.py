@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ember.engine.errors import EngineError
 
@@ -70,18 +70,41 @@ def create_runner(options: EngineOptions, model: ModelFiles) -> Runner:
     return LlamaCppRunner.load(model.path, options, digest=model.digest)
 
 
+class TemplateChat:
+    """Messages (with tools and template kwargs) -> prompt ids through a model's chat template;
+    tool turns in the model's own format or Ember's generic one (models/text/tool_calls)."""
+
+    def __init__(self, template: Any, tokenizer: Tokenizer) -> None:
+        from ember.models.text.tool_calls import detect_tool_format
+
+        self.template = template
+        self.tokenizer = tokenizer
+        self.tool_format = detect_tool_format(template.source).name
+
+    def __call__(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[Any] = (),
+        template_kwargs: Any = None,
+    ) -> list[int]:
+        from ember.models.text.tool_calls import template_inputs, tool_format
+
+        dicts = [m.template_dict() for m in messages]
+        specs = [t.as_dict() for t in tools]
+        dicts, rendered_tools = template_inputs(dicts, specs, tool_format(self.tool_format))
+        extra = dict(template_kwargs or {})
+        if rendered_tools:
+            extra["tools"] = rendered_tools
+        return list(self.template.render_ids(self.tokenizer, dicts, **extra))
+
+
 def chat_renderer(model: ModelFiles, tokenizer: Tokenizer) -> ChatRenderer:
-    """A messages -> prompt ids function from the model's own chat template."""
+    """A messages -> prompt ids renderer from the model's own chat template (takes tools)."""
     from ember.models.text.templates.chat_template import ChatTemplate
 
     is_gguf = model.format == "gguf"
     template = ChatTemplate.from_gguf(model.path) if is_gguf else ChatTemplate.from_hf(model.path)
-
-    def render(messages: Sequence[ChatMessage]) -> list[int]:
-        dicts = [{"role": m.role, "content": m.content} for m in messages]
-        return list(template.render_ids(tokenizer, dicts))
-
-    return render
+    return TemplateChat(template, tokenizer)
 
 
 def load_parts(
@@ -89,10 +112,10 @@ def load_parts(
 ) -> tuple[Runner, ChatRenderer, str]:
     """The runner, chat renderer and display name of a resolved model (None: the fake runner)."""
     if options.runner == "fake":
-        from ember.engine.runners.fake import FakeRunner, fake_chat_ids
+        from ember.engine.runners.fake import FakeChat, FakeRunner
 
         fake = FakeRunner()
-        return fake, (lambda messages: fake_chat_ids(fake.tokenizer, messages)), "fake"
+        return fake, FakeChat(fake.tokenizer), "fake"
     if model is None:
         raise EngineError(f"model {options.model!r}: not resolved (app resolves model references)")
     runner = create_runner(options, model)

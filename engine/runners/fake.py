@@ -9,6 +9,7 @@ changes the output. `reference_logits` computes the same function over a plain c
 from __future__ import annotations
 
 from collections.abc import Sequence as Seq
+from typing import Any
 
 import numpy as np
 
@@ -29,6 +30,7 @@ class FakeTokenizer:
     bos_id: int | None = BOS_ID
     eos_id: int | None = EOS_ID
     eot_ids: frozenset[int] = frozenset({EOS_ID, EOT_ID})
+    special_ids: frozenset[int] = frozenset(_SPECIALS)
     add_bos = True
 
     def encode(self, text: str, *, add_bos: bool = False, parse_special: bool = False) -> list[int]:
@@ -66,6 +68,25 @@ def fake_chat_ids(tokenizer: FakeTokenizer, messages: Seq[ChatMessage]) -> list[
     for message in messages:
         ids += tokenizer.encode(f"{message.role}: {message.content}") + [EOT_ID]
     return ids + tokenizer.encode("assistant: ")
+
+
+class FakeChat:
+    """fake_chat_ids as a chat renderer that also takes tools (Ember's generic tool format)."""
+
+    tool_format = "generic"
+
+    def __init__(self, tokenizer: FakeTokenizer) -> None:
+        self.tokenizer = tokenizer
+
+    def __call__(
+        self, messages: Seq[ChatMessage], tools: Seq[Any] = (), template_kwargs: Any = None
+    ) -> list[int]:
+        from ember.models.text.tool_calls import GENERIC, template_inputs
+
+        dicts = [m.template_dict() for m in messages]
+        dicts, _ = template_inputs(dicts, [t.as_dict() for t in tools], GENERIC)
+        turns = [ChatMessage(d["role"], d["content"]) for d in dicts]
+        return fake_chat_ids(self.tokenizer, turns)
 
 
 class FakeRunner:

@@ -16,6 +16,7 @@ Two verification rules, both exact (the output distribution is the target's):
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from collections.abc import Sequence as Seq
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -108,6 +109,7 @@ def verify_sampled(
     params: SamplingParams,
     history: Seq[int],
     rng: np.random.Generator,
+    mask: Callable[[np.ndarray, list[int]], np.ndarray] | None = None,
 ) -> list[int]:
     """Verify drafts sampled from q; return the accepted prefix plus one target-side token.
 
@@ -119,24 +121,43 @@ def verify_sampled(
     If all k are accepted, emit one more token from p at position k (the "bonus" token).
     Then P(emit x) = q(x) min(1, p(x)/q(x)) + (1 - sum_y min(p(y), q(y))) * residual(x)
                    = min(p(x), q(x)) + max(0, p(x) - q(x)) = p(x): exactly the target's.
+
+    With a constraint, mask(row, emitted) gives the row masked for the position after this
+    step's emitted tokens, so p is the masked target. A draft the mask forbids has p(d) = 0 and
+    is rejected for certain; the engine cuts such a draft before the forward and passes its q
+    as one row more than drafts: that position is then the rejection, a residual draw, which
+    keeps the output exactly the masked target's.
     """
     offset = rows.shape[0] - 1 - len(drafts)
     vocab = rows.shape[1]
     out: list[int] = []
+
+    def target(i: int) -> np.ndarray:
+        row = rows[offset + i] if mask is None else mask(rows[offset + i], out)
+        return sampling_probs(row, params, [*history, *out])
+
     for i, token in enumerate(drafts):
-        p = sampling_probs(rows[offset + i], params, [*history, *out])
+        p = target(i)
         q = _fit(np.asarray(q_rows[i], dtype=np.float64), vocab)
         # u < p/q  <=>  u * q < p  (no division; q(d) > 0 since d was drawn from q)
         if rng.random() * q[token] < p[token]:
             out.append(token)
             continue
-        residual = np.maximum(p - q, 0.0)
-        # rejection implies p(d) < q(d), so sum(residual) = sum(max(0, q - p)) > 0
-        out.append(draw(residual if residual.sum() > 0 else p, rng))
+        out.append(_residual_draw(p, q, rng))
         return out
-    p = sampling_probs(rows[offset + len(drafts)], params, [*history, *out])
-    out.append(draw(p, rng))
+    p = target(len(drafts))
+    if q_rows.shape[0] > len(drafts):  # the next draft was cut as forbidden: rejected
+        q = _fit(np.asarray(q_rows[len(drafts)], dtype=np.float64), vocab)
+        out.append(_residual_draw(p, q, rng))
+    else:
+        out.append(draw(p, rng))
     return out
+
+
+def _residual_draw(p: np.ndarray, q: np.ndarray, rng: np.random.Generator) -> int:
+    residual = np.maximum(p - q, 0.0)
+    # rejection implies p(d) < q(d), so sum(residual) = sum(max(0, q - p)) > 0
+    return draw(residual if residual.sum() > 0 else p, rng)
 
 
 # ---- which proposer --------------------------------------------------------------------------

@@ -52,6 +52,11 @@ class Tokenizer(Protocol):
         """The raw bytes one token contributes (byte-fallback tokens give their single byte)."""
         ...
 
+    @property
+    def special_ids(self) -> frozenset[int]:
+        """Control tokens (turn markers, BOS, EOS...): plain text never encodes to them."""
+        ...
+
 
 class IncrementalDecoder:
     """Ids in, text out, one token at a time; a character split over tokens waits for its last byte.

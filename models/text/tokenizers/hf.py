@@ -60,6 +60,9 @@ class HFTokenizer:
         config = optional_json(self.folder / "tokenizer_config.json")
         generation = optional_json(self.folder / "generation_config.json")
         self._added = {t["id"]: t["content"] for t in data.get("added_tokens", [])}
+        self.special_ids = frozenset(
+            t["id"] for t in data.get("added_tokens", []) if t.get("special")
+        )
         self._byte_level = "ByteLevel" in _types(data.get("decoder")) | _types(
             data.get("pre_tokenizer")
         )

@@ -7,6 +7,7 @@ import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +79,23 @@ class LlamaCppTokenizer:
 
     def __del__(self) -> None:
         self.close()
+
+    @cached_property
+    def special_ids(self) -> frozenset[int]:
+        """Control tokens, and user-defined ones spelled like markup (`<...>`), as llama.cpp
+        marks them (computed on first use: one attribute read per token)."""
+        lib, vocab = self._lib, self._vocab
+        control, user = lib.LLAMA_TOKEN_ATTR_CONTROL, lib.LLAMA_TOKEN_ATTR_USER_DEFINED
+        ids = set()
+        for token_id in range(self.vocab_size):
+            attr = lib.llama_vocab_get_attr(vocab, token_id)
+            if attr & control:
+                ids.add(token_id)
+            elif attr & user:
+                piece = self.token_bytes(token_id)
+                if piece.startswith(b"<") and piece.endswith(b">"):
+                    ids.add(token_id)
+        return frozenset(ids)
 
     def _valid(self, token_id: int) -> int | None:
         return token_id if 0 <= token_id < self.vocab_size else None

@@ -1,0 +1,142 @@
+"""OpenAI's response shapes: chat completions (content, reasoning_content, tool_calls) and
+plain completions, whole or as streamed chunks.
+
+A chat reply goes through the think splitter (reasoning apart) and then the tool-call parser of
+the model's format, both incremental, so a streamed reply gets the same split as a whole one:
+content deltas as they become certain, each tool call as one delta once complete, and
+finish_reason "tool_calls" when the reply made calls.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from ember.engine.api import Finished
+from ember.models.text.think_splitter import ThinkSplitter
+from ember.models.text.tool_calls import ToolCall, ToolCallParser, tool_format
+
+FINISH = {"stop": "stop", "length": "length", "abort": "stop", "error": "stop"}
+
+
+def usage(fin: Finished) -> dict[str, int]:
+    prompt, completion = fin.stats.prompt_tokens, fin.stats.generated_tokens
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+
+
+class ReplySplitter:
+    """Text deltas -> (reasoning, content, tool calls), incrementally."""
+
+    def __init__(self, fmt_name: str, parse_tools: bool) -> None:
+        self.think = ThinkSplitter()
+        self.tools = ToolCallParser(tool_format(fmt_name)) if parse_tools else None
+        self.calls: list[ToolCall] = []
+
+    def feed(self, text: str, final: bool = False) -> tuple[str, str, list[ToolCall]]:
+        reasoning, content = self.think.feed(text)
+        if final:
+            more_r, more_c = self.think.finish()
+            reasoning, content = reasoning + more_r, content + more_c
+        if self.tools is None:
+            return reasoning, content, []
+        parts = self.tools.feed(content) + (self.tools.finish() if final else [])
+        calls = [p for p in parts if isinstance(p, ToolCall)]
+        self.calls += calls
+        return reasoning, "".join(p for p in parts if isinstance(p, str)), calls
+
+
+class Completion:
+    """One request's response in the chat or the plain-completion shape."""
+
+    def __init__(self, chat: bool, model: str, fmt_name: str = "generic", tools: bool = False):
+        self.chat = chat
+        self.model = model
+        self.id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
+        self.created = int(time.time())
+        self.splitter = ReplySplitter(fmt_name, tools) if chat else None
+
+    def _envelope(self, chunk: bool) -> dict[str, Any]:
+        kind = "chat.completion" if self.chat else "text_completion"
+        return {
+            "id": self.id,
+            "object": kind + (".chunk" if chunk and self.chat else ""),
+            "created": self.created,
+            "model": self.model,
+        }
+
+    def finish_reason(self, fin: Finished) -> str:
+        if self.splitter is not None and self.splitter.calls:
+            return "tool_calls"
+        return FINISH[fin.reason]
+
+    def first_chunk(self) -> dict[str, Any]:
+        body = self._envelope(chunk=True)
+        if self.chat:
+            body["choices"] = [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]
+        else:
+            body["choices"] = [{"index": 0, "text": "", "finish_reason": None}]
+        return body
+
+    def delta_chunks(self, text: str, final: bool = False) -> list[dict[str, Any]]:
+        """The chunks a text delta releases (none while it is held back)."""
+        if self.splitter is None:
+            return [self._text_chunk(text)] if text else []
+        reasoning, content, calls = self.splitter.feed(text, final)
+        out = []
+        delta: dict[str, Any] = {}
+        if reasoning:
+            delta["reasoning_content"] = reasoning
+        if content:
+            delta["content"] = content
+        if delta:
+            out.append(self._chat_chunk(delta))
+        for call in calls:
+            index = self.splitter.calls.index(call)
+            out.append(self._chat_chunk({"tool_calls": [{"index": index, **call.to_openai()}]}))
+        return out
+
+    def final_chunk(self, fin: Finished) -> dict[str, Any]:
+        body = self._envelope(chunk=True)
+        reason = self.finish_reason(fin)
+        if self.chat:
+            body["choices"] = [{"index": 0, "delta": {}, "finish_reason": reason}]
+        else:
+            body["choices"] = [{"index": 0, "text": "", "finish_reason": reason}]
+        return body
+
+    def usage_chunk(self, fin: Finished) -> dict[str, Any]:
+        return self._envelope(chunk=True) | {"choices": [], "usage": usage(fin)}
+
+    def whole(self, fin: Finished) -> dict[str, Any]:
+        body = self._envelope(chunk=False)
+        if self.splitter is None:
+            choice: dict[str, Any] = {"index": 0, "text": fin.text}
+        else:
+            reasoning, content, _ = self.splitter.feed(fin.text, final=True)
+            message: dict[str, Any] = {"role": "assistant", "content": content}
+            if reasoning:
+                message["reasoning_content"] = reasoning.strip()
+            if self.splitter.calls:
+                message["tool_calls"] = [c.to_openai() for c in self.splitter.calls]
+                message["content"] = content.strip() or None
+            choice = {"index": 0, "message": message}
+        choice["finish_reason"] = self.finish_reason(fin)
+        choice["logprobs"] = None
+        body["choices"] = [choice]
+        body["usage"] = usage(fin)
+        return body
+
+    def _text_chunk(self, text: str) -> dict[str, Any]:
+        body = self._envelope(chunk=True)
+        body["choices"] = [{"index": 0, "text": text, "finish_reason": None}]
+        return body
+
+    def _chat_chunk(self, delta: dict[str, Any]) -> dict[str, Any]:
+        body = self._envelope(chunk=True)
+        body["choices"] = [{"index": 0, "delta": delta, "finish_reason": None}]
+        return body
