@@ -153,6 +153,8 @@ class Engine:
                 "prefix_store": self.prefix_store is not None,
                 "draft": proposer is not None,
                 "batching": options.max_batch > 1,
+                # the chat template reads enable_thinking (Qwen3's reasoning switch)
+                "thinking_switch": bool(getattr(chat, "thinking_switch", False)),
             },
             tool_format=str(getattr(chat, "tool_format", "generic")),
         )

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from ember.engine.api import EngineOptions
+    from ember.tui.toolbox import Toolbox
 
 
 class EmberApp(App[None]):
@@ -48,15 +49,41 @@ class EmberApp(App[None]):
         catalog: ModelCatalog,
         paths: Paths | None = None,
         first_run_check: bool = True,
+        toolbox: Toolbox | None = None,
     ) -> None:
         super().__init__()
         self.history = history
         self.host = BackendHost(backend_factory)
-        self.session = ChatSession(history, self.host, settings)
-        self.catalog = catalog
         self.paths = paths or get_paths()
+        self.tools_notice = ""  # why the configured tools are off (a bad [mcp_servers] table)
+        if toolbox is None:
+            toolbox = self._configured_toolbox(settings)
+        self.session = ChatSession(history, self.host, settings, toolbox=toolbox)
+        self.catalog = catalog
         self.first_run_check = first_run_check
         self.copied: list[str] = []  # what copy_text copied, newest last
+
+    def _configured_toolbox(self, settings: Settings) -> Toolbox | None:
+        """The settings' MCP servers as the chats' tools (connected on first use)."""
+        from ember.app.errors import ConfigError
+        from ember.app.mcp.config import mcp_servers
+
+        try:
+            configs = [c for c in mcp_servers(settings.extra) if c.enabled]
+        except ConfigError as exc:
+            self.tools_notice = f"tools are off: {exc}"
+            return None
+        if not configs:
+            return None
+        from ember.app.mcp.hub import McpHub
+        from ember.tui.toolbox import McpToolbox
+
+        return McpToolbox(McpHub(configs, self.paths.cache_dir))
+
+    def close_tools(self) -> None:
+        """Stop the MCP servers (on exit)."""
+        if self.session.toolbox is not None:
+            self.session.toolbox.close()
 
     @property
     def settings(self) -> Settings:
@@ -71,6 +98,8 @@ class EmberApp(App[None]):
         from ember.tui.screens.chat import ChatScreen
 
         self.push_screen(ChatScreen(self.session))
+        if self.tools_notice:
+            self.notify(self.tools_notice, severity="error", markup=False, timeout=15)
         if self.history.notice:
             self.notify(self.history.notice, severity="warning", markup=False, timeout=15)
         if self.first_run_check and not self._local_models_or_warn():

@@ -8,6 +8,7 @@ from ember.app import options as app_options
 from ember.app.config import Settings
 from ember.app.history.store import Message
 from ember.engine.api import ChatMessage, EngineOptions, SamplingParams
+from ember.tui.reply_parts import assistant_turns
 
 SAMPLING_KEYS = ("temperature", "top_k", "top_p", "min_p", "repeat_penalty", "max_tokens")
 # statuses whose text the model sees again in later turns
@@ -47,8 +48,8 @@ def chat_messages(system_prompt: str, path: list[Message]) -> tuple[ChatMessage,
     for message in path:
         if message.role == "user":
             out.append(ChatMessage("user", user_text(message)))
-        elif message.status in _REPLAYED and message.content:
-            out.append(ChatMessage("assistant", message.content))
+        elif message.status in _REPLAYED and (message.content or message.parts):
+            out.extend(assistant_turns(message.parts, message.content))
     return tuple(out)
 
 

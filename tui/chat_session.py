@@ -28,10 +28,14 @@ from ember.tui.chat_config import (
     new_chat_settings,
     sampling_params,
 )
+from ember.tui.chat_tools import DENIED, ToolTurns
 from ember.tui.generation import Clock, Generation, Post
 from ember.tui.messages import BackendLoaded, ReplyDelta, ReplyFailed, ReplyFinished
+from ember.tui.reply_parts import call_part, result_part, unanswered
+from ember.tui.toolbox import Toolbox
 
 FLUSH_INTERVAL_S = 0.5  # how often a streaming reply's text is written to the history
+MAX_TOOL_ROUNDS = 8  # tool calls a reply may make in a row before it must answer in text
 FINAL_STATUS: dict[str, MessageStatus] = {
     "stop": "complete",
     "length": "complete",
@@ -55,7 +59,7 @@ class ShownMessage:
     branch: tuple[int, int] = (1, 1)
 
 
-class ChatSession:
+class ChatSession(ToolTurns):
     """One open conversation (or a blank new chat, created on the first send) and its reply."""
 
     def __init__(
@@ -64,8 +68,10 @@ class ChatSession:
         host: BackendHost,
         settings: Settings,
         clock: Clock = time.monotonic,
+        toolbox: Toolbox | None = None,
     ) -> None:
         self.history = history
+        self.toolbox = toolbox  # MCP tools offered to the model (None: none configured)
         self.host = host
         self.settings = settings  # the defaults for new chats; the settings screen replaces it
         self.conversation: Conversation | None = None
@@ -224,7 +230,7 @@ class ChatSession:
         request = GenerationRequest(
             messages=chat_messages(conv.system_prompt, self.path()[:-1]), sampling=sampling
         )
-        self.reply = Generation(reply.id, request, options, self._clock)
+        self.reply = Generation(reply.id, request, options, self._clock, prepare=self._prepare)
         self._flushed_s = self._clock()
         return self.reply
 
@@ -260,35 +266,60 @@ class ChatSession:
         reply = self.reply
         if reply is None or event.message_id != reply.message_id:
             return False
-        reply.add(event.text, event.num_tokens)
+        reply.add(event.text, event.num_tokens, event.reasoning)
         now = self._clock()
         if now - self._flushed_s >= FLUSH_INTERVAL_S:
             self._flushed_s = now
-            self.history.update_message(reply.message_id, reply.text, durable=False)
+            self._store(reply, durable=False)
         return True
 
-    def finish(self, event: ReplyFinished) -> MessageStatus:
-        """Store a finished reply with its final status and stats; returns the status."""
-        finished = event.finished
+    def _store(self, reply: Generation, status: MessageStatus | None = None, **kw: Any) -> None:
+        # a reply that is only text is stored as its content alone, as before parts existed
+        parts = tuple(reply.parts) if any(p.kind != "text" for p in reply.parts) else ()
+        self.history.update_message(reply.message_id, reply.text, status, parts=parts, **kw)
+
+    def finish(self, event: ReplyFinished) -> MessageStatus | None:
+        """Store a finished reply with its final status and stats; returns the status, or None
+        when the reply made tool calls: the turn then waits for the user's decisions
+        (`pending_calls`, `decide`) and goes on after their results (`take_tool_result`)."""
+        finished, reply = event.finished, self.reply
+        if reply is None or reply.message_id != event.message_id:
+            return None
         status = FINAL_STATUS[finished.reason]
-        self._end(event.message_id)
         stats = dataclasses.asdict(finished.stats)
-        self.history.update_message(event.message_id, finished.text, status, stats)
+        if event.calls and status == "complete" and reply.round < MAX_TOOL_ROUNDS:
+            reply.parts += [call_part(call) for call in event.calls]
+            reply.waiting = True
+            self._store(reply, stats=stats)
+            return None
+        self._end(event.message_id)
+        self._store(reply, status, stats=stats)
         return status
 
     def fail(self, event: ReplyFailed) -> str:
         """Store a reply that could not run (with the text it had); returns that text."""
         reply = self.reply
-        text = reply.text if reply is not None and reply.message_id == event.message_id else ""
+        if reply is None or reply.message_id != event.message_id:
+            self._end(event.message_id)
+            self.history.update_message(event.message_id, "", "error")
+            return ""
         self._end(event.message_id)
-        self.history.update_message(event.message_id, text, "error")
-        return text
+        self._store(reply, "error")
+        return reply.text
 
     def stop(self) -> bool:
-        """Ask the streaming reply to stop (its ReplyFinished follows); False if none streams."""
-        if self.reply is None:
+        """Esc: ask the streaming reply to stop (its ReplyFinished follows), or end a turn that
+        waits for tool decisions (its calls denied); False if there is no reply."""
+        reply = self.reply
+        if reply is None:
             return False
-        self.reply.stop()
+        if reply.waiting:
+            for call in unanswered(reply.parts):
+                reply.parts.append(result_part(call, DENIED, "denied"))
+            self._end(reply.message_id)
+            self._store(reply, "stopped")
+            return True
+        reply.stop()
         return True
 
     def shutdown(self) -> None:
@@ -296,7 +327,7 @@ class ChatSession:
         reply = self.reply
         if reply is not None:
             reply.stop()
-            self.history.update_message(reply.message_id, reply.text, "stopped")
+            self._store(reply, "stopped")
             self.reply = None
 
     def _end(self, message_id: int) -> None:

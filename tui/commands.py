@@ -32,6 +32,7 @@ COMMANDS: tuple[PaletteCommand, ...] = (
     PaletteCommand("Settings", "defaults for new chats (Ctrl+S)", "app.settings", False),
     PaletteCommand("Chat settings", "this chat's model and sampling (Ctrl+G)", "chat_settings"),
     PaletteCommand("System prompt presets", "pick, create or edit (Ctrl+T)", "presets"),
+    PaletteCommand("Thinking on/off", "this chat's reasoning switch (F5)", "toggle_thinking"),
     PaletteCommand("Attach a text file", "goes with the next message (F4, /file PATH)", "attach"),
     PaletteCommand("Remove attachments", "drop the files waiting to be sent", "detach"),
     PaletteCommand("Export chat as Markdown", "the shown branch to a .md file", "export('md')"),

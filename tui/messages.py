@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from textual.message import Message
 
 from ember.engine.api import EngineInfo, Finished
+from ember.models.text.tool_calls import ToolCall
 
 if TYPE_CHECKING:
     from ember.tui.attachments import Attachment
@@ -35,6 +36,7 @@ class ReplyDelta(Message):
     message_id: int
     text: str
     num_tokens: int = 1  # tokens batched into this delta (for the live tok/s)
+    reasoning: str = ""  # thinking (a <think> block), shown apart from the text
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -52,10 +54,11 @@ class ReplyStarted(Message):
 
 @dataclass
 class ReplyFinished(Message):
-    """The engine finished a reply (stop, length, abort or error)."""
+    """The engine finished a reply (stop, length, abort or error), with the tool calls it made."""
 
     message_id: int
     finished: Finished
+    calls: tuple[ToolCall, ...] = ()
 
 
 @dataclass
@@ -114,3 +117,27 @@ class AttachFailed(Message):
     """A file could not be attached (one line); the prompt keeps what the user wrote."""
 
     reason: str
+
+
+@dataclass
+class ToolRan(Message):
+    """A confirmed tool call came back (posted from its worker): what goes to the model."""
+
+    message_id: int
+    call_id: str
+    text: str
+    status: str  # ok | error
+
+
+@dataclass
+class ToolDecided(Message):
+    """The user answered a tool call: run, always (allow this tool in this chat) or deny."""
+
+    message_id: int
+    call_id: str
+    decision: str
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.decision not in ("run", "always", "deny"):
+            raise ValueError(f"ToolDecided decision={self.decision!r}: run, always or deny")

@@ -52,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
                 app.run()
         finally:
             app.host.close()  # after the screen is restored: an engine step may take a moment
+            app.close_tools()
     finally:
         history.close()
     return 0

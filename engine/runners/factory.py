@@ -80,6 +80,7 @@ class TemplateChat:
         self.template = template
         self.tokenizer = tokenizer
         self.tool_format = detect_tool_format(template.source).name
+        self.thinking_switch = "enable_thinking" in (template.source or "")
 
     def __call__(
         self,

@@ -64,6 +64,7 @@ class ChatScreen(ChatExtras):
         Binding("ctrl+t", "presets", "System prompt"),
         Binding("ctrl+g", "chat_settings", "Chat settings"),
         Binding("f4", "attach", "Attach file"),
+        Binding("f5", "toggle_thinking", "Thinking"),
         Binding("ctrl+up", "focus_message(-1)", "Prev message", show=False),
         Binding("ctrl+down", "focus_message(1)", "Next message", show=False),
     ]
@@ -204,6 +205,10 @@ class ChatScreen(ChatExtras):
         if reply is None:
             return
         self.query_one(MessageView).follow()
+        self.run_reply(reply)
+
+    def run_reply(self, reply: Generation) -> None:
+        """Start a reply's thread worker (a new one, or a turn going on after tool results)."""
         self.query_one(StatusBar).info.start_reply(None)
         self.update_status("generating" if self.session.host.info else "loading")
         session, post = self.session, self.post_message
@@ -225,7 +230,7 @@ class ChatScreen(ChatExtras):
             return
         box = self.query_one(MessageView).box(event.message_id)
         if box is not None:
-            await box.append(event.text)
+            await box.append(event.text, event.reasoning)
         reply = self.session.reply
         if reply is not None:
             bar = self.query_one(StatusBar)
@@ -247,8 +252,12 @@ class ChatScreen(ChatExtras):
     async def _reply_finished(self, event: ReplyFinished) -> None:
         finished = event.finished
         status = self.session.finish(event)
-        await self._end_reply(event.message_id, status, finished.text)
         self.query_one(StatusBar).info.apply_stats(finished.stats)
+        if status is None:  # tool calls: the turn waits for the user's decisions
+            await self.show_tool_calls(event.message_id)
+            return
+        text = self.session.history.message(event.message_id).content
+        await self._end_reply(event.message_id, status, text)
         self.update_status("idle")
         if finished.reason == "error":
             notify_error(self, "Generation failed", finished.error)
@@ -330,9 +339,13 @@ class ChatScreen(ChatExtras):
 
     # messages
 
-    def action_stop(self) -> None:
-        """Esc: stop the streaming reply, else leave edit mode."""
+    async def action_stop(self) -> None:
+        """Esc: stop the streaming reply (or a turn waiting for tool decisions), else leave
+        edit mode."""
+        waiting = self.session.reply if self.session.reply and self.session.reply.waiting else None
         if self.session.stop():
+            if waiting is not None:
+                await self.end_waiting_turn(waiting.message_id)
             return
         if self.session.editing is not None:
             self._edit(None)

@@ -13,11 +13,15 @@ from textual.screen import Screen
 from textual.widgets import Static
 
 from ember.errors import EmberError
+from ember.models.text.tool_calls import ToolCall
 from ember.tui.chat_session import ChatBusy, ChatSession
-from ember.tui.messages import AttachFailed, FileAttached, PromptSubmitted
+from ember.tui.generation import Generation
+from ember.tui.messages import AttachFailed, FileAttached, PromptSubmitted, ToolDecided, ToolRan
 from ember.tui.notices import notify_error
 from ember.tui.screens.dialogs import PickDialog, TextDialog
+from ember.tui.widgets.message_view import MessageBox, MessageView
 from ember.tui.widgets.prompt_input import PromptInput
+from ember.tui.widgets.reply_views import ToolCallView
 
 if TYPE_CHECKING:
     from ember.tui.app import EmberApp
@@ -152,6 +156,118 @@ class ChatExtras(Screen[None]):
         async def refresh_list(self) -> None: ...
 
         def update_status(self, state: str | None = None) -> None: ...
+
+        def run_reply(self, reply: Generation) -> None: ...
+
+        async def _end_reply(self, message_id: int, status: str, text: str) -> None: ...
+
+    # tool calls
+
+    def _box(self, message_id: int) -> MessageBox | None:
+        return self.query_one(MessageView).box(message_id)
+
+    async def show_tool_calls(self, message_id: int) -> None:
+        """A reply made tool calls: show them; run the always-allowed ones, ask for the rest."""
+        box, reply = self._box(message_id), self.session.reply
+        if box is None or reply is None:
+            return
+        toolbox = self.session.toolbox
+        new = [p for p in reply.parts if p.kind == "tool_call" and box.call_view(p.call_id) is None]
+        servers = {p.name: toolbox.server_of(p.name) for p in new} if toolbox else {}
+        await box.add_calls(new, servers)
+        asking = []
+        for call in self.session.pending_calls:
+            view = box.call_view(call.id)
+            if self.session.always_allowed(call):
+                self._run_tool(call)
+            elif view is not None:
+                view.ask()
+                asking.append(view)
+        if asking:
+            asking[0].focus()
+            asking[0].scroll_visible()
+            self.update_status("waiting for you")
+
+    def _run_tool(self, call: ToolCall) -> None:
+        session, post = self.session, self.post_message
+        self.run_worker(
+            lambda: session.run_tool(call, post), thread=True, group="tools", exit_on_error=False
+        )
+
+    @on(ToolDecided)
+    async def _tool_decided(self, event: ToolDecided) -> None:
+        box = self._box(event.message_id)
+        view = box.call_view(event.call_id) if box is not None else None
+        if event.decision == "deny":
+            follow = self.session.deny(event.call_id)
+            self._show_result(event.message_id, event.call_id)
+            if follow is not None:
+                self.run_reply(follow)
+        else:
+            call = self.session.confirm(event.call_id, always=event.decision == "always")
+            if call is None:
+                return
+            if view is not None:
+                view.asking = False
+                view.set_class(False, "asking")
+            self._run_tool(call)
+            if event.decision == "always":  # the same tool's other calls in this reply run too
+                for other in self.session.pending_calls:
+                    other_view = box.call_view(other.id) if box is not None else None
+                    if other.name == call.name and other_view is not None and other_view.asking:
+                        other_view.asking = False
+                        self._run_tool(other)
+        self._focus_next_question(event.message_id)
+
+    def _focus_next_question(self, message_id: int) -> None:
+        box = self._box(message_id)
+        views = [v for v in box.query(ToolCallView) if v.asking] if box is not None else []
+        if views:
+            views[0].focus()
+        else:
+            self.query_one(PromptInput).focus()
+
+    def _show_result(self, message_id: int, call_id: str) -> None:
+        box, reply = self._box(message_id), self.session.reply
+        if box is None:
+            return
+        parts = reply.parts if reply is not None else []
+        if not parts:
+            parts = list(self.session.history.message(message_id).parts)
+        result = next((p for p in parts if p.kind == "tool_result" and p.call_id == call_id), None)
+        view = box.call_view(call_id)
+        if view is not None and result is not None:
+            view.set_result(result)
+
+    @on(ToolRan)
+    async def _tool_ran(self, event: ToolRan) -> None:
+        follow = self.session.take_tool_result(event)
+        self._show_result(event.message_id, event.call_id)
+        if follow is not None:
+            self.run_reply(follow)
+
+    async def end_waiting_turn(self, message_id: int) -> None:
+        """Esc while calls wait: they are denied and the reply ends, marked stopped."""
+        for view in self._box(message_id).query(ToolCallView) if self._box(message_id) else []:
+            if view.asking:
+                self._show_result(message_id, view.call.call_id)
+        text = self.session.history.message(message_id).content
+        await self._end_reply(message_id, "stopped", text)
+        self.update_status("idle")
+        self.query_one(PromptInput).focus()
+
+    # thinking
+
+    def action_toggle_thinking(self) -> None:
+        """F5: this chat's thinking switch, where the model's template has one."""
+        info = self.session.host.info
+        if info is not None and not info.features.get("thinking_switch"):
+            notify_error(self, "Thinking", f"{info.model}'s chat template has no thinking switch")
+            return
+        current = self.session.thinking
+        self.session.set_thinking(not (True if current is None else current))
+        state = "on" if self.session.thinking else "off"
+        self.notify(f"thinking {state} for this chat (from the next reply)")
 
     # models
 

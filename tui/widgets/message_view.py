@@ -10,9 +10,11 @@ from textual.content import Content
 from textual.widgets import Markdown, Static
 from textual.widgets.markdown import MarkdownStream
 
+from ember.app.history.parts import MessagePart
 from ember.app.history.store import Message
 from ember.tui.messages import BranchStepped, CopyRequested, EditRequested
 from ember.tui.text import visible
+from ember.tui.widgets.reply_views import ThinkingView, ToolCallView
 
 _STATUS_NOTE = {
     "stopped": "stopped",
@@ -28,6 +30,7 @@ class MessageBox(Vertical, can_focus=True):
     BINDINGS = [
         Binding("e", "edit", "Edit"),
         Binding("c,y", "copy", "Copy"),
+        Binding("t", "toggle_thinking", "Show thinking"),
         Binding("left,[", "branch(-1)", "Prev branch"),
         Binding("right,]", "branch(1)", "Next branch"),
     ]
@@ -42,10 +45,23 @@ class MessageBox(Vertical, can_focus=True):
 
     def compose(self) -> ComposeResult:
         yield Static(self._header(), classes="message-header")
-        if self.message.role == "assistant":
-            yield Markdown(visible(self.text), classes="message-body")
-        else:
+        if self.message.role != "assistant":
             yield Static(Content(visible(self.text)), classes="message-body")
+            return
+        parts = self.message.parts or (MessagePart("text", self.text),)
+        calls: dict[str, ToolCallView] = {}
+        for part in parts:
+            if part.kind == "reasoning":
+                yield ThinkingView(part.text)
+            elif part.kind == "text":
+                yield Markdown(visible(part.text), classes="message-body")
+            elif part.kind == "tool_call":
+                calls[part.call_id] = ToolCallView(self.message.id, part)
+                yield calls[part.call_id]
+            elif part.kind == "tool_result" and part.call_id in calls:
+                calls[part.call_id].result = part
+        if not any(p.kind == "text" for p in parts):
+            yield Markdown("", classes="message-body")  # where streamed text goes
 
     def _header(self) -> Content:
         who = "You" if self.message.role == "user" else "Ember"
@@ -69,20 +85,62 @@ class MessageBox(Vertical, can_focus=True):
     def action_branch(self, step: int) -> None:
         self.post_message(BranchStepped(self.message.id, step))
 
-    async def append(self, text: str) -> None:
-        """Stream more reply text into the Markdown body."""
+    def action_toggle_thinking(self) -> None:
+        for view in self.query(ThinkingView):
+            view.collapsed = not view.collapsed
+
+    def _last_part_view(self) -> object:
+        children = [c for c in self.children if not c.has_class("message-header")]
+        return children[-1] if children else None
+
+    async def append(self, text: str, reasoning: str = "") -> None:
+        """Stream more of the reply: reasoning into a thinking view, text into the Markdown
+        after the latest part (a new one after tool calls)."""
+        if reasoning:
+            last = self._last_part_view()
+            empty = isinstance(last, Markdown) and not last.source
+            if empty:  # text has not started: the thinking goes above it
+                views = [c for c in self.children if not c.has_class("message-header")]
+                last = views[-2] if len(views) > 1 else None
+            if isinstance(last, ThinkingView):
+                last.append(reasoning)
+            else:
+                before = self._last_part_view() if empty else None
+                await self.mount(ThinkingView(reasoning, streaming=True), before=before)
+        if not text:
+            return
         self.text += text
+        last = self._last_part_view()
+        if not isinstance(last, Markdown):
+            await self._end_stream()
+            last = Markdown("", classes="message-body")
+            await self.mount(last)
         if self._stream is None:
-            self._stream = Markdown.get_stream(self.query_one(Markdown))
+            self._stream = Markdown.get_stream(last)
         await self._stream.write(visible(text))
 
-    async def finish(self, status: str, text: str | None = None) -> None:
-        """End the stream and show the final status."""
+    async def _end_stream(self) -> None:
         if self._stream is not None:
             await self._stream.stop()
             self._stream = None
+        for view in self.query(ThinkingView):
+            view.done()
+
+    async def add_calls(self, calls: list[MessagePart], servers: dict[str, str]) -> None:
+        """Show tool calls the reply made (after what it wrote)."""
+        await self._end_stream()
+        for call in calls:
+            await self.mount(ToolCallView(self.message.id, call, servers.get(call.name, "")))
+
+    def call_view(self, call_id: str) -> ToolCallView | None:
+        return next((v for v in self.query(ToolCallView) if v.call.call_id == call_id), None)
+
+    async def finish(self, status: str, text: str | None = None) -> None:
+        """End the stream and show the final status."""
+        await self._end_stream()
         self.status = status
-        if text is not None and text != self.text:
+        plain = not self.query(ToolCallView) and not self.query(ThinkingView)
+        if plain and text is not None and text != self.text:
             self.text = text
             await self.query_one(Markdown).update(visible(text))
         self.query_one(".message-header", Static).update(self._header())
