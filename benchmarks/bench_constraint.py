@@ -62,6 +62,7 @@ def main() -> None:
         from ember.models.registry.starter import starter_path
 
         args.model = str(starter_path(ROOT / "tests" / ".cache" / "models"))
+    from ember.app.loading import resolve_files
     from ember.engine import constraint as constraint_module
     from ember.engine.api import (
         ChatMessage,
@@ -78,7 +79,7 @@ def main() -> None:
     options = EngineOptions(
         model=args.model, runner=args.runner, threads=args.threads, ctx=1024, prefix_disk_bytes=0
     )
-    engine = Engine.load(options)
+    engine = Engine.load(options, resolve_files(args.model))
     spec = ConstraintSpec("json_schema", json.dumps(SCHEMA))
     sampling = SamplingParams(temperature=0.0, max_tokens=args.max_tokens)
     rates: dict[str, list[float]] = {"plain": [], "constrained": []}

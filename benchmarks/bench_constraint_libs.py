@@ -67,7 +67,7 @@ TOOL = {
 }
 TOOL_ANSWER = {"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius", "days": 3}}
 ANY_ANSWER = {"title": "Rain", "lines": ["soft rain on the roof", "the gutters sing"], "n": 2}
-CASES = [
+CASES: list[tuple[str, dict[str, Any], Any]] = [
     ("person schema", PERSON, PERSON_ANSWER),
     ("tool-call schema", TOOL, TOOL_ANSWER),
     ("any JSON object", {"type": "object"}, ANY_ANSWER),
@@ -140,7 +140,7 @@ class Xgr:
     name = "xgrammar 0.2.9"
 
     def __init__(self, tokens: list[bytes], special: list[int], eos: int, encode: Any) -> None:
-        import xgrammar
+        import xgrammar  # type: ignore[import-not-found]  # optional: pip install xgrammar
 
         self.lib = xgrammar
         started = time.perf_counter()
@@ -203,7 +203,10 @@ def main() -> None:
     started = time.perf_counter()
     tokens, special, eos = vocabulary(args.model)
     read_s = time.perf_counter() - started
-    libs = [Llg(tokens, special, eos, tok.encode), Xgr(tokens, special, eos, tok.encode)]
+    libs: list[Llg | Xgr] = [
+        Llg(tokens, special, eos, tok.encode),
+        Xgr(tokens, special, eos, tok.encode),
+    ]
     results: dict[str, Any] = {
         lib.name: {"vocab_build_s": lib.build_s, "cases": {}} for lib in libs
     }

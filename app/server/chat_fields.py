@@ -21,7 +21,7 @@ KNOWN = frozenset(
         "max_completion_tokens", "temperature", "top_p", "top_k", "min_p", "presence_penalty",
         "frequency_penalty", "repeat_penalty", "seed", "stop", "n", "tools", "tool_choice",
         "parallel_tool_calls", "response_format", "chat_template_kwargs", "user", "logprobs",
-        "top_logprobs",
+        "top_logprobs", "ignore_eos", "stop_token_ids", "repetition_penalty",
     }
 )  # fmt: skip
 

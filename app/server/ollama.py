@@ -393,4 +393,4 @@ async def _result(handle: Any) -> Finished:
     while (event := await next_event(iterator)) is not None:
         if isinstance(event, Finished):
             return event
-    return handle.result()  # type: ignore[no-any-return]
+    return handle.result()

@@ -118,6 +118,37 @@ def _messages(body: dict[str, Any]) -> tuple[ChatMessage, ...]:
     return tuple(out)
 
 
+def _stop_token_ids(body: dict[str, Any]) -> tuple[int, ...]:
+    value = body.get("stop_token_ids")
+    if value is None:
+        return ()
+    if (
+        not isinstance(value, list)
+        or len(value) > MAX_STOP
+        or not all(
+            isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 31 for v in value
+        )
+    ):
+        raise RequestInvalid("stop_token_ids", f"must be a list of at most {MAX_STOP} token ids")
+    return tuple(value)
+
+
+def _ignore_eos(body: dict[str, Any]) -> bool:
+    value = body.get("ignore_eos", False)
+    if not isinstance(value, bool):
+        raise RequestInvalid("ignore_eos", "must be a boolean")
+    return value
+
+
+def _repeat_penalty(body: dict[str, Any]) -> float:
+    """llama-server's repeat_penalty, or vLLM's repetition_penalty (one value if both)."""
+    ours = _number(body, "repeat_penalty", 0.01, 10.0, 1.0)
+    theirs = _number(body, "repetition_penalty", 0.01, 10.0, ours)
+    if "repeat_penalty" in body and "repetition_penalty" in body and ours != theirs:
+        raise RequestInvalid("repetition_penalty", "differs from repeat_penalty")
+    return theirs
+
+
 def _sampling(body: dict[str, Any], max_tokens_cap: int) -> SamplingParams:
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     key = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
@@ -134,10 +165,12 @@ def _sampling(body: dict[str, Any], max_tokens_cap: int) -> SamplingParams:
         min_p=_number(body, "min_p", 0.0, 1.0, 0.0),
         presence_penalty=_number(body, "presence_penalty", -2.0, 2.0, 0.0),
         frequency_penalty=_number(body, "frequency_penalty", -2.0, 2.0, 0.0),
-        repeat_penalty=_number(body, "repeat_penalty", 0.01, 10.0, 1.0),
+        repeat_penalty=_repeat_penalty(body),
         seed=_integer(body, "seed", 0, (1 << 63) - 1, None),
         max_tokens=max_tokens,
         stop=_stop(body),
+        stop_token_ids=_stop_token_ids(body),
+        ignore_eos=_ignore_eos(body),
     )
 
 

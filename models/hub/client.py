@@ -150,7 +150,7 @@ def _fail_fast_once() -> None:
         return
     connect_errors = (httpx_module.ConnectError, httpx_module.ConnectTimeout)
 
-    class FailFastTransport(httpx_module.HTTPTransport):  # type: ignore[misc, name-defined]
+    class FailFastTransport(httpx_module.HTTPTransport):  # type: ignore[name-defined]
         def handle_request(self, request: object) -> object:
             try:
                 return super().handle_request(request)

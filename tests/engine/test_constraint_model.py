@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
@@ -14,6 +13,7 @@ from ember.engine.api import (
     EngineOptions,
     Finished,
     GenerationRequest,
+    ModelFiles,
     SamplingParams,
 )
 from ember.engine.engine import Engine
@@ -34,11 +34,11 @@ SCHEMA = {
 }
 
 
-def _reply(path: Path, runner: str, draft: str = "none") -> Finished:
+def _reply(model: ModelFiles, runner: str, draft: str = "none") -> Finished:
     options = EngineOptions(
-        model=str(path), runner=runner, threads=2, ctx=512, draft=draft, prefix_disk_bytes=0
+        model=model.name, runner=runner, threads=2, ctx=512, draft=draft, prefix_disk_bytes=0
     )
-    engine = Engine.load(options)
+    engine = Engine.load(options, model)
     try:
         request = GenerationRequest(
             messages=(ChatMessage("user", "Describe a person as JSON."),),
@@ -59,16 +59,16 @@ def _reply(path: Path, runner: str, draft: str = "none") -> Finished:
         pytest.param("torch", marks=pytest.mark.skipif(not HAS_TORCH, reason="no torch")),
     ],
 )
-def test_json_schema_reply_on_both_runners(starter_gguf: Path, runner: str) -> None:
+def test_json_schema_reply_on_both_runners(starter_files: ModelFiles, runner: str) -> None:
     import jsonschema
 
-    final = _reply(starter_gguf, runner)
+    final = _reply(starter_files, runner)
     assert final.reason == "stop", final.text  # the grammar ended it
     jsonschema.validate(json.loads(final.text), SCHEMA)
 
 
 @pytest.mark.skipif(not HAS_TORCH, reason="no torch")
-def test_lookup_drafts_under_a_constraint_keep_greedy_output(starter_gguf: Path) -> None:
-    plain = _reply(starter_gguf, "torch")
-    drafted = _reply(starter_gguf, "torch", draft="lookup")
+def test_lookup_drafts_under_a_constraint_keep_greedy_output(starter_files: ModelFiles) -> None:
+    plain = _reply(starter_files, "torch")
+    drafted = _reply(starter_files, "torch", draft="lookup")
     assert drafted.token_ids == plain.token_ids

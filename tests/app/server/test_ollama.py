@@ -19,7 +19,7 @@ from tests.app.server.server_harness import running_server
 pytest.importorskip("llguidance", reason="format needs llguidance")
 
 
-def _load(name: str):  # type: ignore[no-untyped-def]
+def _load(name: str):
     if name in ("fake", "other"):
         return load_engine(EngineOptions(model="fake", runner="fake", prefix_disk_bytes=0))
     raise RegistryError(name)
@@ -121,7 +121,7 @@ def test_option_and_duration_parsing() -> None:
 
 def test_pull_streams_status_then_delete(
     server: tuple[str, ModelPool], monkeypatch: pytest.MonkeyPatch, tmp_path
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     import ollama
 
     from ember.app.loading import open_registry

@@ -60,11 +60,11 @@ ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
 class RefusingChat:
     tool_format = "generic"
 
-    def __call__(self, messages, tools=(), template_kwargs=None):  # type: ignore[no-untyped-def]
+    def __call__(self, messages, tools=(), template_kwargs=None):
         raise TemplateError("chat template (test) refused: Conversation roles must alternate")
 
 
-def _load(name: str):  # type: ignore[no-untyped-def]
+def _load(name: str):
     if name == "fake":
         return load_engine(EngineOptions(model="fake", runner="fake", prefix_disk_bytes=0))
     if name == "strict":
@@ -85,7 +85,7 @@ def server() -> Iterator[str]:
         yield url
 
 
-def _client(url: str):  # type: ignore[no-untyped-def]
+def _client(url: str):
     import openai
 
     return openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=60)
@@ -177,7 +177,7 @@ def test_tool_turns_are_accepted(server: str) -> None:
 def test_reasoning_content_is_split_off(server: str) -> None:
     reply = _client(server).chat.completions.create(model="thinker", messages=ASK)
     message = reply.choices[0].message
-    assert message.content == "It rains." and message.reasoning_content == "hmm, rain?"  # type: ignore[attr-defined]
+    assert message.content == "It rains." and message.reasoning_content == "hmm, rain?"
     stream = _client(server).chat.completions.create(model="thinker", messages=ASK, stream=True)
     deltas = [c.choices[0].delta for c in stream if c.choices]
     assert "".join(d.content or "" for d in deltas) == "It rains."
@@ -203,6 +203,9 @@ def test_reasoning_content_is_split_off(server: str) -> None:
         ({"tool_choice": "required"}, "tool_choice"),
         ({"chat_template_kwargs": {"messages": []}}, "chat_template_kwargs"),
         ({"seed": -1}, "seed"),
+        ({"ignore_eos": "yes"}, "ignore_eos"),
+        ({"stop_token_ids": [-1]}, "stop_token_ids"),
+        ({"repeat_penalty": 1.1, "repetition_penalty": 1.2}, "repetition_penalty"),
         (
             {"messages": [{"role": "tool", "content": "x", "tool_call_id": 5}]},
             "messages[0].tool_call_id",
@@ -216,6 +219,16 @@ def test_unserved_fields_are_422_naming_them(
     reply = httpx.post(f"{server}/v1/chat/completions", json=body, timeout=30)
     assert reply.status_code == 422, reply.text
     assert reply.json()["error"]["param"] == param
+
+
+def test_engine_sampling_extensions_are_served(server: str) -> None:
+    """ignore_eos, stop_token_ids and vLLM's repetition_penalty (what engine/remote sends)."""
+    body = {"model": "fake", "messages": ASK, "max_tokens": 7, "ignore_eos": True}
+    body |= {"stop_token_ids": [], "repetition_penalty": 1.1}
+    reply = httpx.post(f"{server}/v1/chat/completions", json=body, timeout=30)
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["usage"]["completion_tokens"] == 7
+    assert reply.json()["choices"][0]["finish_reason"] == "length"
 
 
 def test_template_refusal_is_422_not_500(server: str) -> None:
@@ -236,7 +249,7 @@ def test_model_cards(server: str) -> None:
     assert missing.status_code == 404 and "not served here" in missing.json()["error"]["message"]
 
 
-def test_paths_and_urls_are_refused_with_one_message(server: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_paths_and_urls_are_refused_with_one_message(server: str, tmp_path) -> None:
     (tmp_path / "real.gguf").write_bytes(b"GGUF")
     messages = []
     for model in (
@@ -253,7 +266,7 @@ def test_paths_and_urls_are_refused_with_one_message(server: str, tmp_path) -> N
     assert len(set(messages)) == 1
 
 
-def test_served_check_follows_the_operators_opt_ins(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_served_check_follows_the_operators_opt_ins(tmp_path) -> None:
     allowed = tmp_path / "models"
     allowed.mkdir()
     args = argparse.Namespace(

@@ -87,7 +87,7 @@ def server(starter_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Iter
         assert "Traceback" not in (home / "serve.log").read_text()
 
 
-def _openai(url: str):  # type: ignore[no-untyped-def]
+def _openai(url: str):
     import openai
 
     return openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=300)
@@ -161,7 +161,7 @@ def test_ollama_client(server: str) -> None:
             options={"num_predict": 6, "temperature": 0},
         )
     )
-    assert "".join(p.response for p in parts) and parts[-1].done and parts[-1].eval_count
+    assert "".join(p.response or "" for p in parts) and parts[-1].done and parts[-1].eval_count
     formatted = client.chat(
         model=MODEL,
         messages=[{"role": "user", "content": "A person as JSON"}],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -90,7 +91,7 @@ def test_detect_format(source: str, name: str) -> None:
         (HERMES, "plain answer", "plain answer", []),
     ],
 )
-def test_parse_whole_and_streamed(fmt, reply, content, calls) -> None:  # type: ignore[no-untyped-def]
+def test_parse_whole_and_streamed(fmt, reply, content, calls) -> None:
     parsed = parse_tool_calls(reply, fmt)
     assert parsed.content == content
     assert [(c.name, json.loads(c.arguments)) for c in parsed.calls] == calls
@@ -121,7 +122,7 @@ def test_unfinished_call_at_the_end_is_parsed_or_given_back() -> None:
 
 
 def test_generic_rendering_keeps_turns_alternating() -> None:
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "user", "content": "Weather in Paris?"},
         {
             "role": "assistant",
