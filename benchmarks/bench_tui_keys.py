@@ -17,6 +17,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -71,7 +72,7 @@ async def _measure(presses: int, tok_s: float, latencies: list[float]) -> float:
     return rate
 
 
-async def _until(condition, timeout_s: float = 30.0) -> None:  # type: ignore[no-untyped-def]
+async def _until(condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
         if time.monotonic() > deadline:

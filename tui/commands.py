@@ -55,11 +55,11 @@ class EmberCommands(Provider):
 
         screen = self.screen
         on_chat = isinstance(screen, ChatScreen)
-        entries = []
+        entries: list[tuple[str, str, Callable[[], Any]]] = []
         for command in COMMANDS:
             if command.chat_only and not on_chat:
                 continue
-            run = partial(self.app.run_action, command.action, screen)
+            run: Callable[[], Any] = partial(self.app.run_action, command.action, screen)
             entries.append((command.name, command.help, run))
         if isinstance(screen, ChatScreen):
             for preset in screen.session.history.list_presets():

@@ -17,4 +17,6 @@ def without_subject(message: str, subject: str) -> str:
 def notify_error(node: DOMNode, subject: str, error: Exception | str, timeout: float = 8) -> None:
     """An error toast titled `subject` (thread-safe, like every notify)."""
     message = without_subject(str(error).strip().splitlines()[0] if str(error) else "", subject)
-    node.notify(message or subject, title=subject, severity="error", markup=False, timeout=timeout)
+    node.app.notify(
+        message or subject, title=subject, severity="error", markup=False, timeout=timeout
+    )

@@ -16,7 +16,7 @@ def add_text(parts: list[MessagePart], kind: str, text: str) -> None:
     if not text:
         return
     if parts and parts[-1].kind == kind:
-        parts[-1] = MessagePart(parts[-1].kind, parts[-1].text + text)  # type: ignore[arg-type]
+        parts[-1] = MessagePart(parts[-1].kind, parts[-1].text + text)
     else:
         parts.append(MessagePart(kind, text))  # type: ignore[arg-type]
 
@@ -50,7 +50,7 @@ def assistant_turns(parts: Iterable[MessagePart], content: str) -> list[ChatMess
         text = joined_text(parts) if parts else content
         return [ChatMessage("assistant", text)] if text else []
     turns: list[ChatMessage] = []
-    text, calls = "", []
+    text, calls = "", list[ToolCall]()
     for part in parts:
         if part.kind == "text":
             if calls:  # text after the results: the model's next turn

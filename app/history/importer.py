@@ -140,6 +140,7 @@ def _message(value: Any, where: str, earlier: set[int]) -> TreeMessage:
             raise _Bad(f"{where}.parts[{j}]", str(exc)) from None
         if not _encodable(raw):
             raise _Bad(f"{where}.parts[{j}]", "not valid Unicode (a lone surrogate)")
+    assert isinstance(key, int)  # _is_int above
     return TreeMessage(
         key=key,
         parent_key=parent,

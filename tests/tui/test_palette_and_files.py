@@ -87,7 +87,13 @@ async def test_palette_new_chat_switch_model_and_preset(make_app, history, backe
         await pilot.press("down", "enter")  # gemma3-270m is current; the next one
         await wait_for(pilot, lambda: chat.query_one(StatusBar).info.model == "qwen3-0.6b")
         await palette(pilot, f"system prompt: {preset.name}")
-        await wait_for(pilot, lambda: chat.session.conversation.system_prompt != "")
+        await wait_for(
+            pilot,
+            lambda: (
+                chat.session.conversation is not None
+                and chat.session.conversation.system_prompt != ""
+            ),
+        )
         await send(pilot, "ahoy")
         await wait_idle(pilot)
         request = backends.last.requests[-1]

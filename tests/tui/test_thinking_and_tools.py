@@ -182,7 +182,8 @@ async def test_denied_call_does_not_run_and_always_allow_is_per_chat(
         await pilot.press("a")  # run, and always allow add in this chat
         await wait_idle(pilot)
         assert _calls(tmp_path) == ["add 2 40"]
-        assert _chat(app).session.conversation.settings["allowed_tools"] == ["add"]
+        conversation = _chat(app).session.conversation
+        assert conversation is not None and conversation.settings["allowed_tools"] == ["add"]
         backends.last._replies = iter([ADD_CALL, "Again 42."])
         await send(pilot, "once more")
         await wait_idle(pilot)  # no question this time

@@ -248,7 +248,8 @@ class ChatExtras(Screen[None]):
 
     async def end_waiting_turn(self, message_id: int) -> None:
         """Esc while calls wait: they are denied and the reply ends, marked stopped."""
-        for view in self._box(message_id).query(ToolCallView) if self._box(message_id) else []:
+        box = self._box(message_id)
+        for view in box.query(ToolCallView) if box is not None else []:
             if view.asking:
                 self._show_result(message_id, view.call.call_id)
         text = self.session.history.message(message_id).content

@@ -7,6 +7,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.content import Content
+from textual.widget import Widget
 from textual.widgets import Markdown, Static
 from textual.widgets.markdown import MarkdownStream
 
@@ -89,7 +90,7 @@ class MessageBox(Vertical, can_focus=True):
         for view in self.query(ThinkingView):
             view.collapsed = not view.collapsed
 
-    def _last_part_view(self) -> object:
+    def _last_part_view(self) -> Widget | None:
         children = [c for c in self.children if not c.has_class("message-header")]
         return children[-1] if children else None
 
