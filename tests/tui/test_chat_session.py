@@ -20,6 +20,7 @@ from ember.tui.messages import (
     ReplyDelta,
     ReplyFailed,
     ReplyFinished,
+    ReplyStarted,
 )
 
 from .conftest import Backends
@@ -69,7 +70,8 @@ def test_a_turn_stores_both_messages_and_posts_loaded_deltas_finished(
     assert reply.request.sampling.temperature == Settings().temperature
     posted = run(session, reply)
     assert isinstance(posted[0], BackendLoaded) and posted[0].info.runner == "fake"
-    assert all(isinstance(m, ReplyDelta) for m in posted[1:-1]) and len(posted) > 2
+    assert isinstance(posted[1], ReplyStarted) and (posted[1].prompt_tokens or 0) > 0
+    assert all(isinstance(m, ReplyDelta) for m in posted[2:-1]) and len(posted) > 3
     assert isinstance(posted[-1], ReplyFinished) and posted[-1].finished.reason == "stop"
     assert not session.busy and reply.text == "Hello **there**, friend."
     assert stored(session)[-1] == ("assistant", "complete", "Hello **there**, friend.")
