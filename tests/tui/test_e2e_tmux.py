@@ -147,41 +147,6 @@ def _quit(app: Tmux) -> None:
     assert not app.alive(), "ember did not quit on Ctrl+Q"
 
 
-def test_palette_file_and_export_in_a_real_terminal(run_ember, tmp_path: Path) -> None:
-    """The keys as a person types them: /file with a message after it, then the command
-    palette's Markdown export into a path typed over the default."""
-    notes = tmp_path / "notes.txt"
-    notes.write_text("Bees make honey.\n")
-    exported = tmp_path / "chat.md"
-    app = run_ember("--fake")
-    app.wait(lambda s: "Stop" in s and "New chat" in s, "the chat screen", 60)
-    app.type(f"/file {notes}")
-    app.keys("C-j")
-    app.type("What do bees make?")
-    app.keys("Enter")
-    app.wait(
-        lambda s: "What do bees make?" in s and "TTFT -" not in s and "generating" not in s,
-        "the reply to the message with its file",
-        60,
-    )
-    app.keys("C-p")
-    app.wait(lambda s: "Search for commands" in s or "New chat" in s, "the palette", 30)
-    app.type("export chat as markdown")
-    app.wait(lambda s: "Export chat as Markdown" in s, "the export command", 30)
-    app.keys("Enter")
-    app.wait(lambda s: "Export as Markdown to" in s, "the export dialog", 30)
-    app.keys("C-u")  # clear the suggested path (a file in the current folder)
-    app.type(str(exported))
-    app.keys("Enter")
-    deadline = time.monotonic() + 30
-    while not exported.exists() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    text = exported.read_text()
-    assert "## You" in text and "What do bees make?" in text
-    assert "**Attached** `notes.txt`" in text and "Bees make honey." in text
-    _quit(app)
-
-
 @pytest.mark.model
 def test_starter_answers_the_capital_of_france(run_ember, starter_gguf) -> None:
     """The first question a new user asks gets a short answer that names Paris and ends on its
