@@ -17,6 +17,7 @@ from types import ModuleType
 from ember import __version__
 from ember.app.cli_parse import parse_anywhere
 from ember.errors import EmberError
+from ember.text import escape
 
 DEFAULT_COMMAND = "chat"
 
@@ -63,13 +64,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(module.run(args) or 0)
     except EmberError as exc:
-        print(f"ember: error: {exc}", file=sys.stderr)
+        print(f"ember: error: {escape(str(exc))}", file=sys.stderr)  # one line, inert
         return 1
     except KeyboardInterrupt:
         print("ember: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return 0
+    except Exception as exc:  # a bug or an input no check caught: one line, traceback in the log
+        from ember.app.crash import report
+
+        print(f"ember: error: {escape(report(f'ember {args.command}', exc))}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from ember.app.errors import ConfigError
-from ember.app.rules import DEVICES, RUNNERS, check_setting
+from ember.app.rules import CHAT_FORMATS, DEFAULT_DRY_BREAKERS, DEVICES, RUNNERS, check_setting
 from ember.paths import Paths, get_paths
 
-__all__ = ["DEVICES", "RUNNERS", "Settings", "load_settings", "save_settings"]
+__all__ = ["CHAT_FORMATS", "DEVICES", "RUNNERS", "Settings", "load_settings", "save_settings"]
 
 
 @dataclass
@@ -40,6 +40,14 @@ class Settings:
     min_p: float = 0.05
     repeat_penalty: float = 1.0
     max_tokens: int = 1024
+    chat_format: str = "auto"  # auto | template | scaffold (base-model chat; README)
+    # DRY repetition penalty and the loop detector (README "Repetition"); 0 = off
+    dry_multiplier: float = 0.8
+    dry_base: float = 1.75
+    dry_allowed_length: int = 2
+    dry_penalty_last_n: int = -1  # -1 = the whole context
+    dry_sequence_breakers: str = DEFAULT_DRY_BREAKERS  # a JSON list of strings
+    loop_min_tokens: int = 64
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

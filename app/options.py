@@ -26,13 +26,22 @@ from typing import TYPE_CHECKING, Any
 
 from ember.app.config import Settings, load_settings
 from ember.app.errors import ConfigError
-from ember.app.rules import FLAG_RUNNERS, check_flag
+from ember.app.rules import CHAT_FORMATS, FLAG_RUNNERS, check_flag, parse_breakers
 from ember.paths import Paths, get_paths
 
 if TYPE_CHECKING:
     from ember.engine.api import EngineOptions, SamplingParams
 
 SAMPLING_FLAGS = ("temperature", "top_k", "top_p", "min_p", "repeat_penalty", "max_tokens")
+# repetition control (README "Repetition"): DRY and the loop detector; settings and flags alike
+REPETITION_FLAGS = (
+    "dry_multiplier",
+    "dry_base",
+    "dry_allowed_length",
+    "dry_penalty_last_n",
+    "dry_sequence_breakers",  # a JSON list of strings, parsed into the engine's tuple
+    "loop_min_tokens",
+)
 
 PACKED_CACHE_ENV = "EMBER_PACKED_CACHE"
 _OFF = ("off", "0", "no", "false")
@@ -55,6 +64,7 @@ class EngineFlags:
     no_prefix_cache: bool = False
     draft: str | None = None
     draft_tokens: int | None = None
+    chat_format: str | None = None  # auto | template | scaffold
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> EngineFlags:
@@ -69,7 +79,17 @@ class EngineFlags:
         """ConfigError naming the first flag whose value breaks its rule."""
         if self.runner is not None and self.runner not in FLAG_RUNNERS:
             raise ConfigError(f"--runner {self.runner}: choose torch, llama.cpp, remote or auto")
-        for name in ("device", "threads", "ctx", "sink", "window", "draft", "draft_tokens"):
+        names = (
+            "device",
+            "threads",
+            "ctx",
+            "sink",
+            "window",
+            "draft",
+            "draft_tokens",
+            "chat_format",
+        )
+        for name in names:
             check_flag("--" + name.replace("_", "-"), getattr(self, name))
         check_flag("--kv-budget", self.kv_budget)
 
@@ -117,6 +137,36 @@ def add_engine_flags(parser: argparse.ArgumentParser, *, remote: bool = True) ->
     )
     parser.add_argument(
         "--draft-tokens", type=int, metavar="K", help="most tokens drafted per step (default 4)"
+    )
+    parser.add_argument(
+        "--chat-format",
+        choices=CHAT_FORMATS,
+        help="how chats are rendered: the model's template, the base-model scaffold, or auto "
+        "(the scaffold for pretrained models; the default)",
+    )
+
+
+def add_repetition_flags(parser: argparse.ArgumentParser) -> None:
+    """DRY and loop-detector flags (REPETITION_FLAGS); defaults come from the settings file."""
+    parser.add_argument(
+        "--dry-multiplier", type=float, help="DRY repetition penalty strength (0 = off)"
+    )
+    parser.add_argument("--dry-base", type=float, help="DRY growth per repeated token (>= 1)")
+    parser.add_argument(
+        "--dry-allowed-length", type=int, help="DRY: repeats up to this many tokens are free"
+    )
+    parser.add_argument(
+        "--dry-penalty-last-n", type=int, help="DRY: recent tokens searched (-1 = all, 0 = off)"
+    )
+    parser.add_argument(
+        "--dry-sequence-breakers",
+        metavar="JSON",
+        help='DRY: a JSON list of strings no repeat spans, e.g. \'["\\n", ":"]\'',
+    )
+    parser.add_argument(
+        "--loop-min-tokens",
+        type=int,
+        help="end a reply once its last N+ tokens are one cycle repeated (0 = off)",
     )
 
 
@@ -174,20 +224,24 @@ def engine_options(
         prefix_cache_dir=str(paths.prefix_cache_dir),
         packed_cache_dir=packed_cache_dir(paths, env),
         remote_url=flags.remote or "",
+        chat_format=pick("chat_format"),
     )
 
 
 def sampling_params(
     settings: Settings, flags: Mapping[str, Any], *, seed: int | None = None
 ) -> SamplingParams:
-    """SamplingParams for a one-shot run: flags (None = not given) over the settings' defaults;
-    ConfigError names the first bad flag (--temperature, --top-k, ..., --seed)."""
+    """SamplingParams for a run: flags (None = not given) over the settings' defaults, for the
+    sampling and the repetition controls alike; ConfigError names the first bad flag
+    (--temperature, ..., --dry-sequence-breakers, --seed)."""
     from ember.engine.api import SamplingParams
 
     values: dict[str, Any] = {}
-    for name in SAMPLING_FLAGS:
+    for name in (*SAMPLING_FLAGS, *REPETITION_FLAGS):
         given = flags.get(name)
         check_flag("--" + name.replace("_", "-"), given)
         values[name] = getattr(settings, name) if given is None else given
     check_flag("--seed", seed)
-    return SamplingParams(seed=seed, **values)
+    breakers = parse_breakers(values.pop("dry_sequence_breakers"))
+    assert breakers is not None  # checked above (flag) or by Settings.validate (setting)
+    return SamplingParams(seed=seed, dry_sequence_breakers=breakers, **values)

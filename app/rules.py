@@ -8,15 +8,20 @@ sizes must be positive, seeds fit numpy's generators.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from typing import Any
 
 from ember.app.errors import ConfigError
+from ember.models.text.chat_format import CHAT_FORMATS as CHAT_FORMATS  # auto|template|scaffold
 
 RUNNERS = ("auto", "torch", "llama.cpp")
 FLAG_RUNNERS = (*RUNNERS, "remote", "fake")  # remote: --remote URL; fake: tests and demos
 DEVICES = ("auto", "cpu", "cuda", "mps")
+DEFAULT_DRY_BREAKERS = '["\\n", ":", "\\"", "*"]'  # llama.cpp's, as the JSON a setting holds
+MAX_BREAKERS = 16  # the engine's SamplingParams: at most 16 breakers of 1 to 40 characters
+MAX_BREAKER_CHARS = 40
 MAX_TOKENS = 1 << 20
 MAX_SEED = (1 << 64) - 1  # the engine's SamplingParams takes 0..MAX_SEED
 
@@ -33,6 +38,20 @@ def _between(low: float, high: float, reason: str) -> Check:
     return (lambda v: low <= v <= high, reason)
 
 
+def parse_breakers(text: str) -> tuple[str, ...] | None:
+    """DRY's sequence breakers from their JSON list form (`["\\n", ":"]`), None if not valid:
+    a list of at most 16 strings of 1 to 40 characters."""
+    try:
+        value = json.loads(text)
+    except (TypeError, json.JSONDecodeError):
+        return None
+    if not isinstance(value, list) or len(value) > MAX_BREAKERS:
+        return None
+    if not all(isinstance(v, str) and 0 < len(v) <= MAX_BREAKER_CHARS for v in value):
+        return None
+    return tuple(value)
+
+
 def _rules() -> dict[str, Check]:
     cores = machine_threads()
     return {
@@ -46,6 +65,7 @@ def _rules() -> dict[str, Check]:
         "window": _between(-1, MAX_TOKENS, "must be -1 (from ctx), 0 (off) or a token count"),
         "draft": (lambda v: bool(v.strip()), "must be auto, none, lookup, self or a model"),
         "draft_tokens": _between(1, 32, "must be between 1 and 32"),
+        "chat_format": (lambda v: v in CHAT_FORMATS, f"must be one of {', '.join(CHAT_FORMATS)}"),
         "kv_budget": (lambda v: v > 0, "must be a positive size (e.g. 512M)"),
         "temperature": _between(0.0, 10.0, "must be between 0 and 10"),
         "top_k": _between(0, MAX_TOKENS, "must be >= 0 (0 = off)"),
@@ -53,6 +73,16 @@ def _rules() -> dict[str, Check]:
         "min_p": (lambda v: 0.0 <= v < 1.0, "must be in [0, 1)"),
         "repeat_penalty": (lambda v: 0.0 < v <= 10.0, "must be in (0, 10]"),
         "max_tokens": _between(1, MAX_TOKENS, f"must be between 1 and {MAX_TOKENS}"),
+        "dry_multiplier": _between(0.0, 100.0, "must be between 0 (off) and 100"),
+        "dry_base": _between(1.0, 100.0, "must be between 1 and 100"),
+        "dry_allowed_length": _between(1, 1 << 16, "must be between 1 and 65536 tokens"),
+        "dry_penalty_last_n": _between(-1, MAX_TOKENS, "must be -1 (all), 0 (off) or a count"),
+        "dry_sequence_breakers": (
+            lambda v: parse_breakers(v) is not None,
+            f"must be a JSON list of at most {MAX_BREAKERS} strings of 1 to "
+            f'{MAX_BREAKER_CHARS} characters, e.g. ["\\n", ":"]',
+        ),
+        "loop_min_tokens": _between(0, MAX_TOKENS, "must be >= 0 tokens (0 = off)"),
         "seed": _between(0, MAX_SEED, f"must be between 0 and {MAX_SEED}"),
         "port": _between(1, 65535, "must be between 1 and 65535"),
         "max_body_bytes": (lambda v: v > 0, "must be a positive byte count"),

@@ -18,11 +18,14 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from ember.engine.errors import EngineError
+from ember.models.text.chat_format import CHAT_FORMATS
 from ember.models.text.tool_calls.calls import ToolCall
 
 _request_ids = itertools.count(1)
 
-FinishReason = Literal["stop", "length", "abort", "error"]
+# loop: the loop detector ended a reply stuck in a cycle (engine/loop_detector.py)
+FinishReason = Literal["stop", "length", "loop", "abort", "error"]
+DRY_BREAKERS = ("\n", ":", '"', "*")  # llama.cpp's default DRY sequence breakers
 Role = Literal["system", "user", "assistant", "tool"]
 # Variables the chat template sets itself; template_kwargs may not override them.
 RESERVED_TEMPLATE_VARS = frozenset(
@@ -45,6 +48,16 @@ class SamplingParams:
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
     penalty_last_n: int = 64  # how many recent tokens the penalties look at
+    # DRY (engine/dry.py): logit -= multiplier * base ** (repeat length - allowed length)
+    dry_multiplier: float = 0.0  # 0 = off
+    dry_base: float = 1.75
+    dry_allowed_length: int = 2  # repeats up to this many tokens are free
+    dry_penalty_last_n: int = -1  # how many recent tokens DRY looks at (-1 = all, 0 = off)
+    dry_sequence_breakers: tuple[str, ...] = DRY_BREAKERS  # a repeat never spans one of these
+    # the loop detector (engine/loop_detector.py): end a reply whose last loop_min_tokens or
+    # more tokens are one cycle repeated at least 3 times (0 = off; ignore_eos turns it off too:
+    # such a caller asked for exactly max_tokens)
+    loop_min_tokens: int = 64
     seed: int | None = None
     max_tokens: int = 256
     stop: tuple[str, ...] = ()
@@ -69,6 +82,17 @@ class SamplingParams:
                 "must be in [-100, 100]",
             ),
             ("penalty_last_n", self.penalty_last_n >= 0, "must be >= 0"),
+            ("dry_multiplier", 0.0 <= self.dry_multiplier <= 100.0, "must be in [0, 100]"),
+            ("dry_base", 1.0 <= self.dry_base <= 100.0, "must be in [1, 100]"),
+            ("dry_allowed_length", 1 <= self.dry_allowed_length <= 1 << 16, "must be >= 1"),
+            ("dry_penalty_last_n", self.dry_penalty_last_n >= -1, "must be -1 (all) or >= 0"),
+            (
+                "dry_sequence_breakers",
+                len(self.dry_sequence_breakers) <= 16
+                and all(0 < len(b) <= 40 for b in self.dry_sequence_breakers),
+                "at most 16 strings of 1 to 40 characters",
+            ),
+            ("loop_min_tokens", 0 <= self.loop_min_tokens <= 1 << 20, "must be >= 0 (0 = off)"),
             ("max_tokens", self.max_tokens >= 1, "must be >= 1"),
             (
                 "seed",
@@ -317,6 +341,7 @@ class EngineOptions:
     packed_cache_dir: str = ""  # torch runner's converted weights (app: <cache>/packed); "" = off
     remote_url: str = ""
     remote_api_key: str = ""
+    chat_format: str = "auto"  # auto | template | scaffold (base-model chat)
 
     def __post_init__(self) -> None:
         if self.threads < 0:
@@ -333,6 +358,10 @@ class EngineOptions:
             raise EngineError("kv_budget_bytes and prefix_disk_bytes must be >= 0")
         if not 1 <= self.draft_tokens <= 32:
             raise EngineError(f"draft_tokens={self.draft_tokens}: must be between 1 and 32")
+        if self.chat_format not in CHAT_FORMATS:
+            raise EngineError(
+                f"chat_format={self.chat_format!r}: choose one of {', '.join(CHAT_FORMATS)}"
+            )
 
 
 @dataclass(frozen=True)
@@ -346,6 +375,27 @@ class EngineInfo:
     context_limit: int
     features: dict[str, bool] = field(default_factory=dict)  # sink_window, prefix_cache, draft...
     tool_format: str = "generic"  # how the model writes tool calls (models/text/tool_calls)
+
+
+HealthStatus = Literal["ok", "wedged", "dead", "closed"]
+
+
+@dataclass(frozen=True)
+class Health:
+    """Whether a backend can serve requests now (the server's /health reports it).
+
+    ok: serving (possibly busy). wedged: one engine step (or call) has run longer than the
+    backend's limit, so new requests would wait behind it. dead: the engine cannot serve any more
+    (its thread ended, or it failed beyond recovery); every new request fails at once with
+    `detail`. closed: close() was called.
+    """
+
+    status: HealthStatus = "ok"
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
 
 
 class EventStream:
@@ -406,6 +456,10 @@ class Backend(Protocol):
     def submit(self, request: GenerationRequest) -> RequestHandle: ...
 
     def count_tokens(self, request: GenerationRequest) -> int: ...
+
+    def health(self) -> Health:
+        """Liveness: cheap, never blocks, callable from any thread."""
+        ...
 
     def close(self) -> None: ...
 

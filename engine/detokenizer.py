@@ -30,6 +30,7 @@ class Detokenizer:
 
     tokenizer: Tokenizer
     stop: tuple[str, ...] = ()
+    lstrip: bool = False  # drop leading whitespace of the reply (a scaffold's "Assistant:" + " x")
     text: str = ""  # decoded text so far (may include a held-back tail)
     emitted: int = 0  # characters of text already handed out
     stopped: bool = False
@@ -42,6 +43,8 @@ class Detokenizer:
         if self.stopped:
             return ""
         self.text += self._decoder.decode(self.tokenizer.token_bytes(token_id))
+        if self.lstrip and not self.emitted:
+            self.text = self.text.lstrip(" \t")
         return self._release(final=False)
 
     def flush(self) -> str:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ember.engine.api import (
+    DRY_BREAKERS,
     ConstraintSpec,
     EngineInfo,
     EngineOptions,
@@ -24,9 +25,11 @@ from ember.engine.api import (
     Finished,
     GenerationRequest,
     ModelFiles,
+    Stats,
 )
 from ember.engine.block_manager import BlockManager
 from ember.engine.constraint import ConstraintCompiler
+from ember.engine.dry import BreakerPrecompile
 from ember.engine.errors import EngineError
 from ember.engine.request_state import RequestState
 from ember.engine.runners.base import ForwardBatch, SeqStep
@@ -46,6 +49,7 @@ from ember.engine.speculative.verify import (
     verify_sampled,
 )
 from ember.engine.streaming import SinkWindow
+from ember.text import describe
 
 if TYPE_CHECKING:
     from ember.engine.prefix_store import PrefixStore
@@ -113,6 +117,8 @@ class Engine:
         self.options = options
         self.tokenizer = runner.tokenizer
         self.chat = chat
+        self.chat_stop: tuple[str, ...] = tuple(getattr(chat, "stop", ()))  # ChatFormat extras
+        self.chat_lstrip = bool(getattr(chat, "lstrip_reply", False))
         self.prefix_store = prefix_store if options.prefix_cache else None
         ctx = (
             min(options.ctx, runner.info.context_limit)
@@ -155,9 +161,11 @@ class Engine:
                 "batching": options.max_batch > 1,
                 # the chat template reads enable_thinking (Qwen3's reasoning switch)
                 "thinking_switch": bool(getattr(chat, "thinking_switch", False)),
+                "base_chat": getattr(chat, "kind", "template") == "scaffold",
             },
-            tool_format=str(getattr(chat, "tool_format", "generic")),
+            tool_format=str(getattr(chat, "tool_format", None) or "generic"),
         )
+        self._precompile: BreakerPrecompile | None = None  # DRY breakers, started by load()
         self._states: dict[int, RequestState] = {}  # by seq_id
         self._seq_of_request: dict[int, int] = {}
 
@@ -190,9 +198,11 @@ class Engine:
         proposer = None
         try:
             proposer = create_proposer(options, runner, name, draft_model)
-            return cls(
+            engine = cls(
                 runner, options, chat=chat, prefix_store=store, proposer=proposer, model_name=name
             )
+            engine._precompile = BreakerPrecompile(runner.tokenizer, DRY_BREAKERS)
+            return engine
         except Exception:
             close_proposer(proposer)
             runner.close()
@@ -219,10 +229,9 @@ class Engine:
         if self.chat is None:
             raise EngineError(f"model {self.info.model} has no chat template: use a raw prompt")
         messages = request.messages or ()
-        tool_turns = any(m.role == "tool" or m.tool_calls for m in messages)
-        if not (request.offered_tools or request.template_kwargs or tool_turns):
+        if not self._takes_tool_path(request):
             return list(self.chat(messages))
-        if not hasattr(self.chat, "tool_format"):
+        if getattr(self.chat, "tool_format", None) is None:
             raise EngineError(f"model {self.info.model}: its chat renderer takes no tools")
         self._refuse_special_spellings(request)
         return list(
@@ -230,6 +239,13 @@ class Engine:
                 messages, tools=request.offered_tools, template_kwargs=request.template_kwargs
             )
         )
+
+    @staticmethod
+    def _takes_tool_path(request: GenerationRequest) -> bool:
+        """Tools, tool turns or template kwargs: rendered through the model's template (also
+        for a base model: models/text/chat_format.py), so no scaffold stops or lstrip."""
+        tool_turns = any(m.role == "tool" or m.tool_calls for m in request.messages or ())
+        return bool(request.offered_tools or request.template_kwargs or tool_turns)
 
     def _refuse_special_spellings(self, request: GenerationRequest) -> None:
         """Tool specs and tool-call arguments are rendered as template markup (JSON inside the
@@ -268,7 +284,17 @@ class Engine:
     def add_request(self, request: GenerationRequest, on_event: EventSink) -> None:
         """Queue a request; its events go to on_event (from inside step())."""
         seq = Sequence(self.encode(request), request.sampling, request_id=request.request_id)
-        state = RequestState.create(seq, self.tokenizer, self._stop_ids(request), on_event)
+        # the chat format's stops end its turn, like an end-of-turn token: ignore_eos skips both
+        chat = request.messages is not None and not request.sampling.ignore_eos
+        chat = chat and not self._takes_tool_path(request)
+        state = RequestState.create(
+            seq,
+            self.tokenizer,
+            self._stop_ids(request),
+            on_event,
+            extra_stop=self.chat_stop if chat else (),
+            lstrip=self.chat_lstrip and chat,
+        )
         spec = request.constraint or self.tool_constraint(request)
         if spec is not None:
             state.constraint = self.constraints.compile(spec)
@@ -286,6 +312,17 @@ class Engine:
         seq = self.scheduler.abort(seq_id)
         if seq is not None:
             self._complete(self._states[seq_id], "abort")
+
+    def fail_request(self, request_id: int, error: str) -> None:
+        """End one request with reason "error" after an unexpected failure: its blocks are
+        freed, its last event carries `error`; the other requests and the engine go on."""
+        seq_id = self._seq_of_request.get(request_id)
+        state = self._states.get(seq_id) if seq_id is not None else None
+        if state is None:  # already finished: its Finished event went out
+            return
+        state.seq.finish_reason = "error"
+        self.scheduler.abort(state.seq.seq_id)
+        self._complete(state, "error", error)
 
     @property
     def has_work(self) -> bool:
@@ -329,9 +366,13 @@ class Engine:
             return
         now = time.perf_counter()
         for item, rows in zip(out.scheduled, logits, strict=True):
-            self._after_forward(
-                item, rows, now, (now - started) * len(item.token_ids) / batch.num_tokens
-            )
+            try:
+                self._after_forward(
+                    item, rows, now, (now - started) * len(item.token_ids) / batch.num_tokens
+                )
+            except Exception as exc:  # sampling, detokenizing, a stop rule: this request only
+                log.exception("request %d failed", item.seq.request_id)
+                self.fail_request(item.seq.request_id, f"request failed: {describe(exc)}")
 
     def _seq_step(self, item: ScheduledSeq) -> SeqStep:
         seq = item.seq
@@ -404,14 +445,21 @@ class Engine:
     ) -> list[int]:
         if q_rows is not None:  # sampled drafts: the min(1, p/q) rule (speculative/verify.py)
             return verify_sampled(
-                rows, drafts, q_rows, seq.sampling, seq.token_ids, state.rng, mask=mask
+                rows,
+                drafts,
+                q_rows,
+                seq.sampling,
+                seq.token_ids,
+                state.rng,
+                mask=mask,
+                dry=state.dry,
             )
         samples: list[int] = []
         offset = rows.shape[0] - 1 - len(drafts)
         for i in range(len(drafts) + 1):
             history = seq.token_ids + samples
             row = rows[offset + i] if mask is None else mask(rows[offset + i], samples)
-            token = sample_token(row, seq.sampling, history, state.rng)
+            token = sample_token(row, seq.sampling, history, state.rng, state.dry)
             samples.append(token)
             if i == len(drafts) or token != drafts[i]:
                 break
@@ -438,10 +486,15 @@ class Engine:
 
     def _complete(self, state: RequestState, reason: str, error: str = "") -> None:
         seq = state.seq
-        self.runner.release(seq.seq_id)
         self._states.pop(seq.seq_id, None)
         self._seq_of_request.pop(seq.request_id, None)
-        state.finish(reason, error, self.info, self.context_limit)
+        try:
+            self.runner.release(seq.seq_id)
+            state.finish(reason, error, self.info, self.context_limit)
+        except Exception as exc:  # the request still gets its last event
+            log.exception("request %d: finishing failed", seq.request_id)
+            message = error or f"request failed: {describe(exc)}"
+            state.on_event(Finished("error", "", (), Stats(), message))
 
     def _stop_ids(self, request: GenerationRequest) -> frozenset[int]:
         ids = set(request.sampling.stop_token_ids)
@@ -456,4 +509,6 @@ class Engine:
         for state in list(self._states.values()):
             self.abort(state.seq.request_id)
         close_proposer(self.scheduler.proposer)
+        if self._precompile is not None:
+            self._precompile.stop()
         self.runner.close()

@@ -11,6 +11,8 @@ import numpy as np
 
 from ember.engine.api import EngineInfo, Event, Finished, Stats, TextDelta
 from ember.engine.detokenizer import Detokenizer
+from ember.engine.dry import DryBreakers, breakers_for
+from ember.engine.loop_detector import LoopDetector
 from ember.engine.sampling import make_generator
 from ember.engine.sequence import Sequence
 from ember.models.text.tokenizers.base import Tokenizer
@@ -28,6 +30,8 @@ class RequestState:
     rng: np.random.Generator
     stop_ids: frozenset[int]
     on_event: Callable[[Event], None]
+    loop: LoopDetector
+    dry: DryBreakers | None = None  # DRY's sequence breakers, compiled for this vocabulary
     output_ids: list[int] = field(default_factory=list)  # generated ids, stop token excluded
     pending_ids: list[int] = field(default_factory=list)  # ids not yet reported in a TextDelta
     num_sampled: int = 0
@@ -43,9 +47,19 @@ class RequestState:
         tokenizer: Tokenizer,
         stop_ids: frozenset[int],
         on_event: Callable[[Event], None],
+        extra_stop: tuple[str, ...] = (),
+        lstrip: bool = False,
     ) -> RequestState:
-        detok = Detokenizer(tokenizer, seq.sampling.stop)
-        return cls(seq, detok, make_generator(seq.sampling.seed), stop_ids, on_event)
+        """extra_stop: the chat format's stop strings (the base-model scaffold's next turn);
+        lstrip: drop the reply's leading whitespace."""
+        stop = tuple(dict.fromkeys(seq.sampling.stop + extra_stop))
+        detok = Detokenizer(tokenizer, stop, lstrip=lstrip)
+        sampling = seq.sampling
+        dry = None
+        if sampling.dry_multiplier > 0 and sampling.dry_sequence_breakers:
+            dry = breakers_for(tokenizer, sampling.dry_sequence_breakers)
+        loop = LoopDetector(0 if sampling.ignore_eos else sampling.loop_min_tokens)
+        return cls(seq, detok, make_generator(sampling.seed), stop_ids, on_event, loop, dry)
 
     def accept(self, token: int) -> str | None:
         """Take one sampled token; return a finish reason when generation must end."""
@@ -59,6 +73,8 @@ class RequestState:
         self._emit(self.detok.add(token))
         if self.detok.stopped or (self.constraint is not None and self.constraint.done):
             return "stop"
+        if self.loop.add(token):
+            return "loop"
         if len(self.output_ids) >= self.seq.sampling.max_tokens:
             return "length"
         return None

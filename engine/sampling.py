@@ -1,7 +1,9 @@
-"""Next-token sampling: penalties, top-k, top-p, min-p, temperature, seeded draws (numpy).
+"""Next-token sampling: penalties, DRY, top-k, top-p, min-p, temperature, seeded draws (numpy).
 
-The order follows llama.cpp's default chain: penalties -> top-k -> top-p -> min-p ->
+The order follows llama.cpp's default chain: penalties -> DRY -> top-k -> top-p -> min-p ->
 temperature -> draw. Temperature 0 is an exact argmax of the penalized logits (lowest id on ties).
+`apply_penalties` is the one place penalties happen: plain sampling and speculative verification
+(speculative/verify.py) both go through it, so drafts are judged by the same distribution.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Sequence as Seq
 import numpy as np
 
 from ember.engine.api import SamplingParams
+from ember.engine.dry import DryBreakers, dry_penalties
 
 
 def make_generator(seed: int | None) -> np.random.Generator:
@@ -19,13 +22,33 @@ def make_generator(seed: int | None) -> np.random.Generator:
     return np.random.default_rng(seed)
 
 
-def apply_penalties(logits: np.ndarray, history: Seq[int], params: SamplingParams) -> np.ndarray:
-    """Repetition (llama.cpp's rule), presence and frequency penalties over the last tokens.
+def apply_penalties(
+    logits: np.ndarray,
+    history: Seq[int],
+    params: SamplingParams,
+    dry: DryBreakers | None = None,
+) -> np.ndarray:
+    """Repetition (llama.cpp's rule), presence and frequency penalties, then DRY.
 
     For each distinct token t among the last penalty_last_n ids, seen c times:
       repetition: logit /= r if logit > 0 else logit *= r
       then:       logit -= c * frequency_penalty + presence_penalty
+    DRY (engine/dry.py) then lowers tokens that would extend a repeat; dry: the request's
+    compiled sequence breakers (None = no breakers).
     """
+    logits = _repetition_penalties(logits, history, params)
+    if params.dry_multiplier > 0.0 and history:
+        breakers = dry if dry is not None else DryBreakers.none(logits.shape[0])
+        ids, penalties = dry_penalties(history, params, breakers)
+        if ids.size:
+            logits = logits.copy()  # never write into the runner's array
+            logits[ids] -= penalties
+    return logits
+
+
+def _repetition_penalties(
+    logits: np.ndarray, history: Seq[int], params: SamplingParams
+) -> np.ndarray:
     active = params.repeat_penalty != 1.0 or params.presence_penalty or params.frequency_penalty
     if not active or params.penalty_last_n == 0 or not history:
         return logits
@@ -74,9 +97,10 @@ def sample_token(
     params: SamplingParams,
     history: Seq[int] = (),
     rng: np.random.Generator | None = None,
+    dry: DryBreakers | None = None,
 ) -> int:
     """One next-token id from float logits of shape (vocab,)."""
-    logits = apply_penalties(np.asarray(logits, dtype=np.float32), history, params)
+    logits = apply_penalties(np.asarray(logits, dtype=np.float32), history, params, dry)
     if params.temperature == 0.0:
         return int(np.argmax(logits))
     ids, kept = candidates(logits, params)

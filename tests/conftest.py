@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tests.fixtures.tiny_models import tiny_models  # noqa: F401
+from tests.tools import check_required_tools
 
 if TYPE_CHECKING:
     from ember.engine.api import ModelFiles
@@ -74,3 +75,7 @@ def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
     with HubServer() as server:
         use_hub(monkeypatch, server)
         yield server
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    check_required_tools(item)  # tests marked requires_tool: skip, or fail in CI (tests/tools.py)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from ember.app import options as app_options
@@ -30,9 +31,12 @@ def chat_value(chat: dict[str, Any], settings: Settings, key: str) -> Any:
 
 
 def sampling_params(chat: dict[str, Any], settings: Settings) -> SamplingParams:
-    """SamplingParams for a chat (EngineError names a bad value)."""
+    """SamplingParams for a chat: the settings' (app/options.py, the one builder; repetition
+    control from there, for every chat) under this chat's own sampling values (EngineError
+    names a bad one)."""
     values = {key: chat_value(chat, settings, key) for key in SAMPLING_KEYS}
-    return SamplingParams(seed=chat.get("seed"), **values)
+    defaults = app_options.sampling_params(settings, {})
+    return dataclasses.replace(defaults, seed=chat.get("seed"), **values)
 
 
 def engine_options(model: str, settings: Settings) -> EngineOptions:

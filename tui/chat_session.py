@@ -39,6 +39,7 @@ MAX_TOOL_ROUNDS = 8  # tool calls a reply may make in a row before it must answe
 FINAL_STATUS: dict[str, MessageStatus] = {
     "stop": "complete",
     "length": "complete",
+    "loop": "complete",
     "abort": "stopped",
     "error": "error",
 }

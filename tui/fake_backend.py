@@ -19,6 +19,7 @@ from ember.engine.api import (
     EventStream,
     Finished,
     GenerationRequest,
+    Health,
     Stats,
     TextDelta,
 )
@@ -152,6 +153,9 @@ class FakeBackend:
 
     def count_tokens(self, request: GenerationRequest) -> int:
         return len(self._prompt_tokens(request))
+
+    def health(self) -> Health:
+        return Health("closed", "backend closed") if self.closed else Health("ok")
 
     def close(self) -> None:
         self.closed = True

@@ -1,10 +1,16 @@
-"""Human formatting shared by the model commands (show, list, du, pull, search)."""
+"""Human formatting shared by the model commands (show, list, du, pull, search).
+
+Everything they print comes from outside (file names, GGUF metadata, Hub answers, names a
+person typed), so text goes through ember.text.escape: one line each, no control characters.
+"""
 
 from __future__ import annotations
 
 import json
 import sys
 from typing import Any
+
+from ember.text import escape
 
 
 def human_bytes(num_bytes: int | float | None) -> str:
@@ -32,13 +38,19 @@ def human_count(count: int | float | None) -> str:
 
 
 def print_json(value: Any) -> None:
-    """Pretty JSON on stdout."""
+    """Pretty JSON on stdout (ASCII-escaped: control characters are \\u escapes)."""
     json.dump(value, sys.stdout, indent=2, default=str)
     sys.stdout.write("\n")
 
 
+def say(text: str, *, err: bool = False) -> None:
+    """Print one line of text built from outside data, escaped (stdout, or stderr)."""
+    print(escape(text), file=sys.stderr if err else sys.stdout)
+
+
 def print_table(rows: list[list[str]], header: list[str]) -> None:
-    """Left-aligned columns separated by two spaces."""
+    """Left-aligned columns separated by two spaces; every cell escaped to one line."""
+    rows = [[escape(str(cell)) for cell in row] for row in rows]
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
         print(

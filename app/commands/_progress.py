@@ -6,6 +6,7 @@ import sys
 from typing import TextIO
 
 from ember.app.commands._model_format import human_bytes
+from ember.text import escape
 
 
 def _eta(seconds: float | None) -> str:
@@ -33,7 +34,7 @@ class ProgressBar:
         filled = int(frac * self.width)
         bar = "#" * filled + "-" * (self.width - filled)
         line = (
-            f"{event.file[-40:]:<40} [{bar}] {frac * 100:5.1f}% "  # type: ignore[attr-defined]
+            f"{escape(event.file)[-40:]:<40} [{bar}] {frac * 100:5.1f}% "  # type: ignore[attr-defined]
             f"{human_bytes(done)}/{human_bytes(total)} "
             f"{human_bytes(event.speed)}/s ETA {_eta(event.eta)}"  # type: ignore[attr-defined]
         )

@@ -24,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from ember.app.commands._model_format import human_bytes
+    from ember.app.commands._model_format import human_bytes, say
     from ember.app.loading import open_registry
     from ember.models.errors import RegistryError
 
@@ -38,14 +38,14 @@ def run(args: argparse.Namespace) -> int:
                 model.repo_id if model.format == "safetensors" else f"{model.repo_id}:{model.label}"
             )
             record = registry.add_path(model.path, name=name)
-            print(f"{record.name}: {human_bytes(record.size_bytes)} at {record.path}")
+            say(f"{record.name}: {human_bytes(record.size_bytes)} at {record.path}")
         if not found:
             print("No models found in the Hugging Face cache.")
         return 0
     if not args.path:
         raise RegistryError("ember add: give a PATH, or --hf-cache")
     record = registry.add_path(Path(args.path), name=args.name)
-    print(
+    say(
         f"Added {record.name}: {record.format}, {record.architecture or '?'}, {human_bytes(record.size_bytes)} at {record.path}"
     )
     return 0

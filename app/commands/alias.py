@@ -15,8 +15,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ember.app.commands._model_format import say
     from ember.app.loading import open_registry
 
     record = open_registry().alias(args.name, args.model)
-    print(f"{args.name} -> {record.name}")
+    say(f"{args.name} -> {record.name}")
     return 0

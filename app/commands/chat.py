@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:
     from ember.app.config import Settings
@@ -32,6 +33,7 @@ def run(args: argparse.Namespace) -> int:
     import dataclasses
 
     from ember.app.config import load_settings
+    from ember.app.crash import log_path
     from ember.app.history.store import History
     from ember.paths import get_paths
 
@@ -42,20 +44,33 @@ def run(args: argparse.Namespace) -> int:
         settings, **{k: v for k, v in overrides.items() if v is not None}
     )
     history = History.open(paths.history_db)
+    log = log_path()
     try:
         app = _build_app(args.fake, settings, history, paths)
         app.first_run_check = args.model is None  # a model named on the command line: no welcome
         from ember.tui.stderr_guard import native_stderr_to
 
         try:
-            with native_stderr_to(paths.cache_dir / "engine.log"):
+            with native_stderr_to(log):
                 app.run()
         finally:
             app.host.close()  # after the screen is restored: an engine step may take a moment
             app.close_tools()
     finally:
         history.close()
+    if app.return_code:  # Textual stopped on an exception: never exit 0 after that
+        _fail(getattr(app, "_exception", None), log)
     return 0
+
+
+def _fail(exc: BaseException | None, log: Path) -> NoReturn:
+    """Keep the traceback in the log and end with one line naming it."""
+    from ember.app.crash import report
+    from ember.errors import EmberError
+
+    if exc is None:
+        raise EmberError(f"the chat app stopped on an unexpected error (details in {log})")
+    raise EmberError(report("the chat app", exc, log))
 
 
 def _build_app(fake: bool, settings: Settings, history: History, paths: Paths) -> EmberApp:

@@ -25,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _show_plan(plan: object) -> None:
-    from ember.app.commands._model_format import human_bytes, print_table
+    from ember.app.commands._model_format import human_bytes, print_table, say
 
     rows = []
     for choice in plan.choices:  # type: ignore[attr-defined]
@@ -43,21 +43,19 @@ def _show_plan(plan: object) -> None:
             ]
         )
     ctx = plan.fit.ctx  # type: ignore[attr-defined]
-    print(f"{plan.ref.repo_id} at {plan.commit[:12]}:")  # type: ignore[attr-defined]
+    say(f"{plan.ref.repo_id} at {plan.commit[:12]}:")  # type: ignore[attr-defined]
     print_table(rows, ["CHOICE", "FILES", "SIZE", f"KV@{ctx}", "RAM", "DISK"])
 
 
 def run(args: argparse.Namespace) -> int:
-    import sys
-
-    from ember.app.commands._model_format import human_bytes, print_json
+    from ember.app.commands._model_format import human_bytes, print_json, say
     from ember.app.commands._progress import ProgressBar
     from ember.app.config import load_settings
     from ember.app.loading import open_registry
     from ember.models.hub.pull import Puller
 
     def note(text: str) -> None:
-        print(text, file=sys.stderr)
+        say(text, err=True)
 
     puller = Puller(
         open_registry(),
@@ -99,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         "ember": "already downloaded",
         "hf-cache": "from the Hugging Face cache",
     }
-    print(
+    say(
         f"{record.name}: {where.get(result.source, result.source)}, {human_bytes(record.size_bytes)} at {record.path}"
     )
     return 0

@@ -17,9 +17,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import sys
 
-    from ember.app.commands._model_format import human_bytes
+    from ember.app.commands._model_format import human_bytes, say
     from ember.app.loading import open_registry
     from ember.models.registry.probe import model_size
+    from ember.text import escape
 
     registry = open_registry()
     record = registry.get(args.model)
@@ -31,12 +32,12 @@ def run(args: argparse.Namespace) -> int:
         action = f"forget it (the files at {record.path} stay where they are)"
     if not args.yes:
         if not sys.stdin.isatty():
-            print(f"ember rm {record.name}: would {action}; pass -y to confirm", file=sys.stderr)
+            say(f"ember rm {record.name}: would {action}; pass -y to confirm", err=True)
             return 1
-        answer = input(f"Remove {record.name}: {action}? [y/N] ").strip().lower()
+        answer = input(escape(f"Remove {record.name}: {action}? [y/N] ")).strip().lower()
         if answer not in ("y", "yes"):
             print("Nothing removed.")
             return 1
     freed = registry.remove(record.name)
-    print(f"Removed {record.name}" + (f", freed {human_bytes(freed)}" if freed else ""))
+    say(f"Removed {record.name}" + (f", freed {human_bytes(freed)}" if freed else ""))
     return 0

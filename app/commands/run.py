@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from ember.app.options import add_engine_flags
+from ember.app.options import add_engine_flags, add_repetition_flags
 
 NAME = "run"
 HELP = "Generate a reply to one prompt and stream it to stdout (prompt from stdin if omitted)."
@@ -44,6 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--repeat-penalty", type=float, help="llama.cpp's repetition penalty (1 = off)"
     )
     parser.add_argument("--seed", type=int, help="random seed for reproducible sampling")
+    add_repetition_flags(parser)
     shape = parser.add_mutually_exclusive_group()
     shape.add_argument(
         "--json-schema",
@@ -99,10 +100,10 @@ def constraint_from_args(args: argparse.Namespace) -> Any:
 
 
 def _request(args: argparse.Namespace, prompt: str, settings: Any) -> Any:
-    from ember.app.options import SAMPLING_FLAGS, sampling_params
+    from ember.app.options import REPETITION_FLAGS, SAMPLING_FLAGS, sampling_params
     from ember.engine.api import ChatMessage, GenerationRequest
 
-    flags = {name: getattr(args, name) for name in SAMPLING_FLAGS}
+    flags = {name: getattr(args, name) for name in (*SAMPLING_FLAGS, *REPETITION_FLAGS)}
     sampling = sampling_params(settings, flags, seed=args.seed)
     constraint = constraint_from_args(args)
     if args.raw:
@@ -115,15 +116,19 @@ def _request(args: argparse.Namespace, prompt: str, settings: Any) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ember.app.commands._input_text import argument_text, stdin_text
     from ember.app.config import load_settings
     from ember.app.loading import load_backend
     from ember.app.options import EngineFlags, engine_options
     from ember.engine.api import Finished, TextDelta
     from ember.engine.errors import EngineError
+    from ember.text import visible
 
     settings = load_settings()
     options = engine_options(args.model, settings, EngineFlags.from_args(args))
-    prompt = args.prompt if args.prompt is not None else sys.stdin.read()
+    prompt = argument_text(args.prompt, "prompt") if args.prompt is not None else stdin_text()
+    if args.system is not None:
+        args.system = argument_text(args.system, "--system")
     if not prompt.strip():
         raise EngineError("empty prompt: give PROMPT or pipe text on stdin")
     request = _request(args, prompt, settings)
@@ -131,10 +136,13 @@ def run(args: argparse.Namespace) -> int:
     final: Finished | None = None
     try:
         handle = backend.submit(request)
+        # on a terminal a reply cannot act on it (escape sequences shown, not run); piped, it is
+        # written byte for byte
+        shown = visible if sys.stdout.isatty() else str
         try:
             for event in handle:
                 if isinstance(event, TextDelta):
-                    sys.stdout.write(event.text)
+                    sys.stdout.write(shown(event.text))
                     sys.stdout.flush()
                 else:
                     final = event
@@ -151,6 +159,7 @@ def run(args: argparse.Namespace) -> int:
         stats = final.stats
         record: dict[str, Any] = {
             "text": final.text,
+            "finish_reason": final.reason,
             "token_ids": list(final.token_ids),
             "runner": stats.runner,
             "device": stats.device,

@@ -99,7 +99,7 @@ def _mix_value(value: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ember.app.commands._model_format import print_json
+    from ember.app.commands._model_format import print_json, say
 
     if args.json:
         print_json(describe(args.model, digest=not args.no_digest))
@@ -107,15 +107,21 @@ def run(args: argparse.Namespace) -> int:
     # Text: everything else first, the digest last, so a large file's hashing keeps nothing
     # from the screen while it reads.
     details = describe(args.model, digest=False)
+    pending = "sha256" not in details and not args.no_digest and details.get("format") != "remote"
     keys = [k for k in _LABELS if k in details] + [k for k in details if k not in _LABELS]
     width = max(len(_LABELS.get(k, k.replace("_", " "))) for k in [*keys, "sha256"])
     for key in keys:
         label = _LABELS.get(key, key.replace("_", " "))
-        print(f"{label.ljust(width)}  {_text(details[key], key)}", flush=True)
-    if "sha256" not in details and not args.no_digest and details.get("format") != "remote":
-        from ember.app.loading import open_registry
-
-        registry = open_registry()
-        resolved = registry.resolve(args.model)
-        print(f"{'sha256'.ljust(width)}  {registry.digest(resolved.path, resolved.format)}")
+        say(f"{label.ljust(width)}  {_text(details[key], key)}")
+    if pending:
+        print(f"{'sha256'.ljust(width)}  ", end="", flush=True)
+        print(_digest(args.model), flush=True)
     return 0
+
+
+def _digest(ref: str) -> str:
+    from ember.app.loading import open_registry
+
+    registry = open_registry()
+    resolved = registry.resolve(ref)
+    return registry.digest(resolved.path, resolved.format)

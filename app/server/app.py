@@ -152,7 +152,13 @@ def create_app(pool: ModelPool, guard: Guard) -> Starlette:
         return JSONResponse(card(name))
 
     async def health(request: Request) -> JSONResponse:
-        return JSONResponse({"status": "ok", "loaded": pool.loaded()})
+        # 503 when a loaded engine is dead or wedged, so a supervisor restarts the server
+        states = pool.health()
+        sick = {n: {"status": h.status, "detail": h.detail} for n, h in states.items() if not h.ok}
+        body: dict[str, Any] = {"status": "unhealthy" if sick else "ok", "loaded": list(states)}
+        if sick:
+            body["unhealthy"] = sick
+        return JSONResponse(body, status_code=503 if sick else 200)
 
     from ember.app.server import ollama, ollama_models
 

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from ember.text import escape
+
 
 class RequestInvalid(Exception):
-    """A request body the server refuses; `param` names the field."""
+    """A request body the server refuses; `param` names the field.
+
+    Both may echo the client's own text (an unknown field's name, a model name), so each is made
+    one escaped line here: no newline, control character or lone surrogate reaches a reply or a
+    log."""
 
     def __init__(self, param: str, reason: str, status: int = 422) -> None:
-        super().__init__(f"{param}: {reason}")
-        self.param = param
-        self.reason = reason
+        self.param = escape(param)
+        self.reason = escape(reason)
         self.status = status
+        super().__init__(f"{self.param}: {self.reason}")

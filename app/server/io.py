@@ -7,6 +7,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from ember.app.server.errors import RequestInvalid
+from ember.text import escape
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -18,8 +19,17 @@ def error_response(status: int, message: str, param: str | None = None) -> Respo
     from starlette.responses import JSONResponse
 
     kind = "invalid_request_error" if status < 500 else "server_error"
-    body = {"error": {"message": message, "type": kind, "param": param, "code": status}}
+    # a message can echo the client's own text: one line, and no lone surrogate (unencodable)
+    shown = None if param is None else escape(param)
+    body = {"error": {"message": escape(message), "type": kind, "param": shown, "code": status}}
     return JSONResponse(body, status_code=status)
+
+
+def plain_error(status: int, message: str) -> Response:
+    """Ollama's error shape, {"error": "..."}, escaped to one line like error_response."""
+    from starlette.responses import JSONResponse
+
+    return JSONResponse({"error": escape(message)}, status_code=status)
 
 
 async def read_json(request: Request, limit: int) -> Any:

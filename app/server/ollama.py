@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ember.app.server import chat_fields
 from ember.app.server.errors import RequestInvalid
-from ember.app.server.io import next_event, read_json
+from ember.app.server.io import next_event, plain_error, read_json
 from ember.app.server.openai import ReplySplitter
 from ember.engine.api import (
     ChatMessage,
@@ -224,7 +224,7 @@ def _final(fin: Finished, started: float) -> dict[str, Any]:
     decode_ns = int(stats.generated_tokens / stats.decode_tok_s * 1e9) if stats.decode_tok_s else 0
     return {
         "done": True,
-        "done_reason": "length" if fin.reason == "length" else "stop",
+        "done_reason": "length" if fin.reason in ("length", "loop") else "stop",  # loop: cut short
         "total_duration": total_ns,
         "load_duration": 0,
         "prompt_eval_count": stats.prompt_tokens,
@@ -286,9 +286,7 @@ def routes(pool: ModelPool, guard: Guard) -> list[Route]:
     from starlette.routing import Route
 
     def error(exc: RequestInvalid) -> Response:
-        from starlette.responses import JSONResponse as Json
-
-        return Json({"error": str(exc)}, status_code=exc.status)
+        return plain_error(exc.status, str(exc))
 
     async def version(request: Request) -> Response:
         return JSONResponse({"version": VERSION})
@@ -329,7 +327,7 @@ def routes(pool: ModelPool, guard: Guard) -> list[Route]:
         except RequestInvalid as exc:
             return error(exc)
         except EmberError as exc:
-            return JSONResponse({"error": str(exc)}, status_code=503)
+            return plain_error(503, str(exc))
         if gen is None:  # load / unload only
             pool.release(name, keep_alive_s=keep)
             done = {"model": name, "created_at": _now(), "response": "", "done": True}
@@ -338,7 +336,7 @@ def routes(pool: ModelPool, guard: Guard) -> list[Route]:
             handle = backend.submit(gen)
         except EmberError as exc:
             pool.release(name, keep_alive_s=keep)
-            return JSONResponse({"error": str(exc)}, status_code=400)
+            return plain_error(400, str(exc))
         reply = _Reply(name, chat, backend.info.tool_format, bool(gen.offered_tools))
 
         async def lines() -> AsyncIterator[str]:
@@ -369,7 +367,7 @@ def routes(pool: ModelPool, guard: Guard) -> list[Route]:
         finally:
             pool.release(name, keep_alive_s=keep)
         if fin.reason == "error":
-            return JSONResponse({"error": fin.error}, status_code=400 if fin.refused else 500)
+            return plain_error(400 if fin.refused else 500, fin.error)
         return JSONResponse(reply.whole(fin, started))
 
     async def chat(request: Request) -> Response:

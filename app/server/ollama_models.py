@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ember.app.server.errors import RequestInvalid
-from ember.app.server.io import next_event, read_json
+from ember.app.server.io import next_event, plain_error, read_json
 from ember.errors import EmberError
 
 if TYPE_CHECKING:
@@ -69,7 +69,7 @@ def routes(pool: ModelPool, guard: Guard) -> list[Route]:
             if not isinstance(stream, bool):
                 raise RequestInvalid("stream", "must be a boolean", status=400)
         except RequestInvalid as exc:
-            return JSONResponse({"error": str(exc)}, status_code=exc.status)
+            return plain_error(exc.status, str(exc))
         cancel = threading.Event()
         lines = _pull_lines(ref, cancel)
         if not stream:
@@ -94,14 +94,14 @@ def routes(pool: ModelPool, guard: Guard) -> list[Route]:
         try:
             name = _name(await read_json(request, guard.max_body_bytes))
         except RequestInvalid as exc:
-            return JSONResponse({"error": str(exc)}, status_code=exc.status)
+            return plain_error(exc.status, str(exc))
         registry = open_registry()
         record = registry.find(name)
         if record is None:
-            return JSONResponse({"error": pool.unknown_model_message(name)}, status_code=404)
+            return plain_error(404, pool.unknown_model_message(name))
         for loaded in (name, record.name):
             if loaded in pool.loaded() and not pool.unload(loaded):
-                return JSONResponse({"error": f"{name} is serving a request"}, status_code=409)
+                return plain_error(409, f"{name} is serving a request")
         registry.remove(record.name)
         return JSONResponse({})
 

@@ -17,7 +17,9 @@ from ember.engine.api import Finished
 from ember.models.text.think_splitter import ThinkSplitter
 from ember.models.text.tool_calls import ToolCall, ToolCallParser, tool_format
 
-FINISH = {"stop": "stop", "length": "length", "abort": "stop", "error": "stop"}
+# OpenAI finish_reason of each engine reason. "loop" (the loop detector cut a reply that was
+# repeating itself) is "length": the reply was cut short, the model did not end it (README).
+FINISH = {"stop": "stop", "length": "length", "loop": "length", "abort": "stop", "error": "stop"}
 
 
 def usage(fin: Finished) -> dict[str, int]:

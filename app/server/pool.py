@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ember.app.server.errors import RequestInvalid
-from ember.engine.api import Backend
+from ember.engine.api import Backend, Health
 from ember.models.errors import RegistryError
 
 
@@ -58,6 +58,12 @@ class ModelPool:
 
     def loaded(self) -> list[str]:
         return list(self._loaded)
+
+    def health(self) -> dict[str, Health]:
+        """Each loaded model's backend health (Backend.health(): cheap, never blocks)."""
+        with self._lock:
+            backends = list(self._loaded.items())
+        return {name: backend.health() for name, backend in backends}
 
     def preload(self, name: str) -> None:
         """Load a model now (ember serve --model)."""

@@ -11,7 +11,7 @@ from typing import Any
 
 from ember.app.server import chat_fields
 from ember.app.server.errors import RequestInvalid
-from ember.engine.api import ChatMessage, GenerationRequest, SamplingParams
+from ember.engine.api import MAX_SEED, ChatMessage, GenerationRequest, SamplingParams
 from ember.engine.errors import EngineError
 
 MAX_MESSAGES = 1024
@@ -166,7 +166,7 @@ def _sampling(body: dict[str, Any], max_tokens_cap: int) -> SamplingParams:
         presence_penalty=_number(body, "presence_penalty", -2.0, 2.0, 0.0),
         frequency_penalty=_number(body, "frequency_penalty", -2.0, 2.0, 0.0),
         repeat_penalty=_repeat_penalty(body),
-        seed=_integer(body, "seed", 0, (1 << 63) - 1, None),
+        seed=_integer(body, "seed", 0, MAX_SEED, None),
         max_tokens=max_tokens,
         stop=_stop(body),
         stop_token_ids=_stop_token_ids(body),

@@ -26,6 +26,7 @@ from ember.engine.api import (
     Finished,
     FinishReason,
     GenerationRequest,
+    Health,
     Stats,
     TextDelta,
 )
@@ -202,6 +203,7 @@ class RemoteBackend:
         import httpx
 
         self.config = config
+        self._closed = False
         headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
         timeout = httpx.Timeout(config.read_timeout_s, connect=config.connect_timeout_s)
         self._client = httpx.Client(base_url=config.base, headers=headers, timeout=timeout)
@@ -265,5 +267,10 @@ class RemoteBackend:
                 return len(data["tokens"])
         raise EngineError(f"{self.config.base} cannot count tokens (no /tokenize endpoint)")
 
+    def health(self) -> Health:
+        """ok until closed: the remote server's own health is its /health, not ours to guess."""
+        return Health("closed", "backend closed") if self._closed else Health("ok")
+
     def close(self) -> None:
+        self._closed = True
         self._client.close()

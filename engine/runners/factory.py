@@ -74,13 +74,16 @@ class TemplateChat:
     """Messages (with tools and template kwargs) -> prompt ids through a model's chat template;
     tool turns in the model's own format or Ember's generic one (models/text/tool_calls)."""
 
-    def __init__(self, template: Any, tokenizer: Tokenizer) -> None:
+    kind = "template"
+
+    def __init__(self, template: Any, tokenizer: Tokenizer, reason: str = "") -> None:
         from ember.models.text.tool_calls import detect_tool_format
 
         self.template = template
         self.tokenizer = tokenizer
         self.tool_format = detect_tool_format(template.source).name
         self.thinking_switch = "enable_thinking" in (template.source or "")
+        self.reason = reason  # why the template and not the base-model scaffold
 
     def __call__(
         self,
@@ -99,13 +102,30 @@ class TemplateChat:
         return list(self.template.render_ids(self.tokenizer, dicts, **extra))
 
 
-def chat_renderer(model: ModelFiles, tokenizer: Tokenizer) -> ChatRenderer:
-    """A messages -> prompt ids renderer from the model's own chat template (takes tools)."""
+def chat_renderer(model: ModelFiles, tokenizer: Tokenizer, choice: str = "auto") -> ChatRenderer:
+    """The model's renderer: its chat template (takes tools), or for a pretrained model the
+    few-shot scaffold (models/text/chat_format.py); choice ("template"/"scaffold") forces one."""
+    from ember.models.errors import TemplateError
+    from ember.models.text.chat_format import ScaffoldChat, choose_chat_format
     from ember.models.text.templates.chat_template import ChatTemplate
 
+    kind, reason = choose_chat_format(model.path, model.format, choice, [model.name])
     is_gguf = model.format == "gguf"
-    template = ChatTemplate.from_gguf(model.path) if is_gguf else ChatTemplate.from_hf(model.path)
-    return TemplateChat(template, tokenizer)
+    try:
+        template = TemplateChat(
+            ChatTemplate.from_gguf(model.path) if is_gguf else ChatTemplate.from_hf(model.path),
+            tokenizer,
+            reason,
+        )
+    except TemplateError:
+        if kind != "scaffold":
+            raise
+        template = None  # the scaffold chats; tool requests are refused
+    if kind == "scaffold":
+        # tools, tool turns and template kwargs still render through the template
+        return ScaffoldChat(tokenizer, reason, template)
+    assert template is not None
+    return template
 
 
 def load_parts(
@@ -121,7 +141,7 @@ def load_parts(
         raise EngineError(f"model {options.model!r}: not resolved (app resolves model references)")
     runner = create_runner(options, model)
     try:
-        chat = chat_renderer(model, runner.tokenizer)
+        chat = chat_renderer(model, runner.tokenizer, options.chat_format)
     except Exception:
         runner.close()
         raise

@@ -16,6 +16,7 @@ import numpy as np
 from ember.engine.api import ChatMessage
 from ember.engine.errors import EngineError
 from ember.engine.runners.base import ForwardBatch, RunnerInfo
+from ember.text import clean
 
 BOS_ID, EOS_ID, EOT_ID = 1, 2, 3
 _SPECIALS = {BOS_ID: "<bos>", EOS_ID: "<eos>", EOT_ID: "<eot>"}
@@ -36,7 +37,7 @@ class FakeTokenizer:
     def encode(self, text: str, *, add_bos: bool = False, parse_special: bool = False) -> list[int]:
         """Token ids of text; special spellings become control ids only with parse_special."""
         ids = [BOS_ID] if add_bos else []
-        rest = text
+        rest = clean(text)
         while rest:
             special = next(
                 (i for i, s in _SPECIALS.items() if parse_special and rest.startswith(s)), None

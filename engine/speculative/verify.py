@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import numpy as np
 
 from ember.engine.api import EngineOptions, ModelFiles, SamplingParams
+from ember.engine.dry import DryBreakers
 from ember.engine.errors import EngineError
 from ember.engine.sampling import apply_penalties, candidates
 from ember.engine.scheduler import Proposer
@@ -70,10 +71,13 @@ def close_proposer(proposer: object) -> None:
 
 # ---- the sampling distribution --------------------------------------------------------------
 def sampling_probs(
-    logits: np.ndarray, params: SamplingParams, history: Seq[int] = ()
+    logits: np.ndarray,
+    params: SamplingParams,
+    history: Seq[int] = (),
+    dry: DryBreakers | None = None,
 ) -> np.ndarray:
     """The full (vocab,) distribution sample_token draws from (float64; a point mass at T=0)."""
-    logits = apply_penalties(np.asarray(logits, dtype=np.float32), history, params)
+    logits = apply_penalties(np.asarray(logits, dtype=np.float32), history, params, dry)
     probs = np.zeros(logits.shape[0], dtype=np.float64)
     if params.temperature == 0.0:
         probs[int(np.argmax(logits))] = 1.0
@@ -110,6 +114,7 @@ def verify_sampled(
     history: Seq[int],
     rng: np.random.Generator,
     mask: Callable[[np.ndarray, list[int]], np.ndarray] | None = None,
+    dry: DryBreakers | None = None,
 ) -> list[int]:
     """Verify drafts sampled from q; return the accepted prefix plus one target-side token.
 
@@ -134,7 +139,7 @@ def verify_sampled(
 
     def target(i: int) -> np.ndarray:
         row = rows[offset + i] if mask is None else mask(rows[offset + i], out)
-        return sampling_probs(row, params, [*history, *out])
+        return sampling_probs(row, params, [*history, *out], dry)
 
     for i, token in enumerate(drafts):
         p = target(i)

@@ -14,6 +14,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from ember.models.errors import DownloadError
+from ember.models.hub.answers import listing_fields, malformed
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 
@@ -231,12 +232,12 @@ def list_repo(repo_id: str, revision: str | None = None) -> RepoListing:
         raise DownloadError(f"{repo_id}: offline mode is on; cannot list the repo on the Hub")
     _sync_offline()
     with hub_errors(repo_id):
-        info = _api().model_info(repo_id, revision=revision, files_metadata=True)  # type: ignore[attr-defined]
-    files = [
-        HubFile(s.rfilename, s.size, s.lfs.sha256 if s.lfs is not None else None, s.blob_id)
-        for s in info.siblings or []
-    ]
-    return RepoListing(repo_id, info.sha or revision or "main", files)
+        try:
+            info = _api().model_info(repo_id, revision=revision, files_metadata=True)  # type: ignore[attr-defined]
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:  # not a listing at all
+            raise malformed(repo_id, endpoint(), exc) from None
+    commit, files = listing_fields(repo_id, info)
+    return RepoListing(repo_id, commit or revision or "main", [HubFile(*f) for f in files])
 
 
 def search(text: str, fmt: str | None = None, limit: int = 20) -> list[SearchHit]:
@@ -244,13 +245,17 @@ def search(text: str, fmt: str | None = None, limit: int = 20) -> list[SearchHit
     if is_offline():
         raise DownloadError("search: offline mode is on (HF_HUB_OFFLINE=1 or --offline)")
     _sync_offline()
-    with hub_errors(f"search {text!r}"):
-        models = list(
-            _api().list_models(  # type: ignore[attr-defined]
-                search=text or None, filter=fmt, sort="downloads", limit=limit, expand=_EXPAND
+    what = f"search {text!r}"
+    with hub_errors(what):
+        try:
+            models = list(
+                _api().list_models(  # type: ignore[attr-defined]
+                    search=text or None, filter=fmt, sort="downloads", limit=limit, expand=_EXPAND
+                )
             )
-        )
-    return [_hit(m) for m in models]
+            return [_hit(m) for m in models]
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise malformed(what, endpoint(), exc) from None
 
 
 _EXPAND = ["downloads", "likes", "tags", "usedStorage", "gguf", "safetensors"]

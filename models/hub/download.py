@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ember.models.errors import DownloadError
 from ember.models.hub.download_hash import PartHasher
-from ember.models.hub.http import Stream, open_stream
+from ember.models.hub.http import RedirectError, Stream, open_stream
 
 _DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 
@@ -85,18 +85,23 @@ class Downloader:
         """Download remote.dest (or find it already complete); DownloadError says what went wrong."""
         from filelock import FileLock, Timeout
 
-        remote.dest.parent.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(str(remote.dest) + ".lock")
         try:
-            lock.acquire(timeout=0)
-        except Timeout:
-            if self.on_wait:
-                self.on_wait(remote)
-            lock.acquire()
-        try:
-            return self._fetch_locked(remote)
-        finally:
-            lock.release()
+            remote.dest.parent.mkdir(parents=True, exist_ok=True)
+            lock = FileLock(str(remote.dest) + ".lock")
+            try:
+                lock.acquire(timeout=0)
+            except Timeout:
+                if self.on_wait:
+                    self.on_wait(remote)
+                lock.acquire()
+            try:
+                return self._fetch_locked(remote)
+            finally:
+                lock.release()
+        except OSError as exc:  # permissions, a read-only disk, I/O errors: one line, no trace
+            raise DownloadError(
+                f"{remote.name}: cannot write {remote.dest}: {exc.strerror or exc}"
+            ) from None
 
     def _fetch_locked(self, remote: RemoteFile) -> Path:
         dest = remote.dest
@@ -150,6 +155,8 @@ class Downloader:
             headers["Range"] = f"bytes={offset}-"
         try:
             stream = open_stream(remote.url, headers, self.timeout_s)
+        except RedirectError as exc:
+            raise DownloadError(f"{remote.name}: {exc}; nothing was downloaded") from None
         except (OSError, http.client.HTTPException) as exc:
             raise _Retry(f"cannot connect: {exc}") from None
         try:
@@ -178,6 +185,7 @@ class Downloader:
             status = 200  # a range we did not ask for: treat as a full answer
         if status != 200:
             raise DownloadError(f"{remote.name}: unexpected HTTP {status} from {remote.url}")
+        _refuse_web_page(remote, stream)
         if offset:
             part.unlink()  # the server ignored Range: start over cleanly
         _meta_path(part).write_text(
@@ -253,6 +261,18 @@ class Downloader:
                 f"{remote.name}: {kind} mismatch (got {got}, the Hub says {want}); "
                 "the corrupt file was deleted, rerun to download again"
             )
+
+
+def _refuse_web_page(remote: RemoteFile, stream: Stream) -> None:
+    """An HTML page where a model file was asked for: a captive portal or a proxy's login."""
+    kind = stream.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind in ("text/html", "application/xhtml+xml") and not remote.name.endswith(
+        (".html", ".htm")
+    ):
+        raise DownloadError(
+            f"{remote.name}: {stream.url} answered a web page ({kind}) instead of the file; "
+            "a captive portal or proxy login may be in the way. Nothing was written"
+        )
 
 
 def _write_all(fd: int, data: memoryview, remote: RemoteFile, part: Path) -> None:

@@ -2,7 +2,8 @@
 
 Ember does the transfer itself so resume (Range) and verification are ours. Redirects are
 followed by hand so the Hub token never travels to another host (the CDN gets a signed URL
-instead); HTTP(S)_PROXY / NO_PROXY from the environment are honoured.
+instead), only to http(s) URLs, and a loop is refused at its first repeat; HTTP(S)_PROXY /
+NO_PROXY from the environment are honoured.
 """
 
 from __future__ import annotations
@@ -14,6 +15,10 @@ from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
 MAX_REDIRECTS = 10
+
+
+class RedirectError(Exception):
+    """A redirect that will not work on a retry either: a loop, too many, or not http(s)."""
 
 
 @dataclass
@@ -37,12 +42,15 @@ class Stream:
 def _connection(url: str, timeout_s: float) -> tuple[http.client.HTTPConnection, str]:
     """A connection for url (through a proxy when configured) and the request target."""
     parts = urlsplit(url)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:  # a port that is not a number or out of range
+        raise RedirectError(f"invalid URL {url[:200]!r}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"unsupported URL {url!r}")
+        raise RedirectError(f"refusing a non-HTTP URL {url[:200]!r}")
     target = parts.path or "/"
     if parts.query:
         target += "?" + parts.query
-    port = parts.port or (443 if parts.scheme == "https" else 80)
     proxy = urllib.request.getproxies().get(parts.scheme)
     if proxy and urllib.request.proxy_bypass(parts.hostname):
         proxy = None
@@ -68,9 +76,12 @@ def _connection(url: str, timeout_s: float) -> tuple[http.client.HTTPConnection,
 
 
 def open_stream(url: str, headers: dict[str, str], timeout_s: float) -> Stream:
-    """GET url following redirects; Authorization is dropped once the host changes."""
+    """GET url following redirects; Authorization is dropped once the host changes.
+
+    RedirectError for a redirect to a non-http(s) URL, a loop, or more than MAX_REDIRECTS."""
     headers = dict(headers)
     origin = urlsplit(url).netloc
+    seen = {url}
     for _ in range(MAX_REDIRECTS + 1):
         conn, target = _connection(url, timeout_s)
         if urlsplit(url).netloc != origin:
@@ -81,8 +92,11 @@ def open_stream(url: str, headers: dict[str, str], timeout_s: float) -> Stream:
             location = urljoin(url, response.getheader("Location", ""))
             response.read()
             conn.close()
+            if location in seen:
+                raise RedirectError(f"redirect loop at {location[:200]}")
+            seen.add(location)
             url = location
             continue
         lowered = {k.lower(): v for k, v in response.getheaders()}
         return Stream(response.status, lowered, response, conn, url)
-    raise http.client.HTTPException(f"too many redirects for {url}")
+    raise RedirectError(f"more than {MAX_REDIRECTS} redirects, the last to {url[:200]}")

@@ -24,6 +24,7 @@ from ember.models.hub.fit import (
     shape_from_gguf_header,
 )
 from ember.models.hub.select import Choice, PullRef, choose, gguf_choices
+from ember.text import utf8_problem
 
 INDEX_FILE = "model.safetensors.index.json"
 
@@ -103,7 +104,9 @@ def gguf_shape(repo_id: str, commit: str, choice: Choice, folder: Path) -> Shape
         ):
             with local.open("rb") as f:
                 return shape_from_gguf_header(f.read(HEADER_PEEK_BYTES))
-    from ember.models.hub.http import open_stream
+    import http.client
+
+    from ember.models.hub.http import RedirectError, open_stream
 
     headers = hub.request_headers() | {"Range": f"bytes=0-{HEADER_PEEK_BYTES - 1}"}
     try:
@@ -113,7 +116,7 @@ def gguf_shape(repo_id: str, commit: str, choice: Choice, folder: Path) -> Shape
             head = stream.response.read(HEADER_PEEK_BYTES) if ok else b""
         finally:
             stream.close()
-    except OSError:
+    except (OSError, http.client.HTTPException, RedirectError):
         return None  # the estimate says "?" for the KV cache; the download reports real errors
     return shape_from_gguf_header(head)
 
@@ -127,7 +130,10 @@ def safetensors_meta(
     for small in choice.files:
         if small.path not in ("config.json", INDEX_FILE):
             continue
-        text = fetch(small).read_text(encoding="utf-8")
+        try:
+            text = fetch(small).read_bytes().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DownloadError(f"{ref.repo_id}/{small.path}: {utf8_problem(exc)}") from None
         if small.path == "config.json":
             shape = shape_from_config(text)
             continue

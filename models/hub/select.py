@@ -14,6 +14,7 @@ from pathlib import PurePosixPath
 from ember.models.errors import DownloadError
 from ember.models.files.pickles import PICKLE_SUFFIXES as _PICKLE_NAMES
 from ember.models.hub.client import HubFile, RepoListing
+from ember.text import has_controls
 
 # Most-wanted first: a 4-bit K-quant is the usual sweet spot for small machines.
 QUANT_PREFERENCE = [
@@ -81,6 +82,9 @@ def parse_ref(ref: str) -> PullRef:
     return PullRef(repo_part, revision or None, quant.upper() if quant else None, rest or None)
 
 
+MAX_NAME_BYTES = 240  # NAME_MAX is 255 on common file systems; ".part.json" must still fit
+
+
 def check_safe_path(path: str) -> str:
     """Reject Hub file names that are absolute, contain '..' or could escape the model folder."""
     parts = PurePosixPath(path).parts
@@ -96,6 +100,15 @@ def check_safe_path(path: str) -> str:
     if bad:
         raise DownloadError(
             f"refusing Hub file name {path!r}: absolute or escapes the model folder"
+        )
+    if has_controls(path):
+        raise DownloadError(f"refusing Hub file name {path!r}: it contains control characters")
+    longest = max(len(p.encode("utf-8", "surrogatepass")) for p in path.split("/"))
+    if longest > MAX_NAME_BYTES:
+        shown = path if len(path) <= 60 else path[:40] + "..." + path[-12:]
+        raise DownloadError(
+            f"refusing Hub file name {shown!r}: a name of {longest} bytes does not fit the file "
+            f"system (at most {MAX_NAME_BYTES}, leaving room for .part and .lock)"
         )
     return path
 

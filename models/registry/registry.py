@@ -25,6 +25,7 @@ from ember.models.registry.probe import (
     sha256_file,
 )
 from ember.models.registry.store import ModelRecord, RegistryStore
+from ember.text import has_controls
 
 __all__ = ["DiskUsage", "ModelRecord", "Registry", "ResolvedModel"]
 
@@ -97,6 +98,7 @@ class Registry:
         """Insert or update a record; fills size and architecture from the files if missing.
         A single-file GGUF's known SHA-256 (the Hub's, checked while downloading) is
         remembered as its digest, so the first load does not hash it again."""
+        _check_name(record.name, "a model name")
         if record.format != "remote" and record.path.exists():
             files = model_files(record.path, record.format)
             if record.sha256 and record.format == "gguf" and files == [record.path]:
@@ -145,6 +147,7 @@ class Registry:
     def alias(self, alias: str, target: str) -> ModelRecord:
         """Make alias another name for the model target (a name or an existing alias)."""
         record = self.get(target)
+        _check_name(alias, "an alias")
         if not alias or "/" in alias or alias.endswith(".gguf"):
             raise RegistryError(f"{alias!r}: an alias must be a plain name (no '/' or .gguf)")
         self.store.set_alias(alias, record.name)
@@ -293,3 +296,8 @@ def _delete_owned(record: ModelRecord, models_dir: Path) -> int:
         folder.rmdir()
         folder = folder.parent
     return freed
+
+
+def _check_name(name: str, what: str) -> None:
+    if has_controls(name):
+        raise RegistryError(f"{name!r}: {what} must not contain control characters; pass --name")

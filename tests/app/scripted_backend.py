@@ -9,6 +9,7 @@ from ember.engine.api import (
     EventStream,
     Finished,
     GenerationRequest,
+    Health,
     Stats,
     TextDelta,
 )
@@ -69,6 +70,9 @@ class ScriptedBackend:
 
     def count_tokens(self, request: GenerationRequest) -> int:
         return 3
+
+    def health(self) -> Health:
+        return Health("closed", "backend closed") if self.closed else Health("ok")
 
     def close(self) -> None:
         self.closed = True

@@ -9,7 +9,7 @@ import pytest
 from ember.app.cli import main
 from ember.app.commands.run import JSON_FIELDS
 
-FIELDS = {"text", "token_ids", "runner", "device", *JSON_FIELDS}
+FIELDS = {"text", "finish_reason", "token_ids", "runner", "device", *JSON_FIELDS}
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

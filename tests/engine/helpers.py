@@ -107,3 +107,26 @@ def reference_sink_greedy(
         out.append(token)
         feed([token])
     return out
+
+
+class ScriptedRunner(FakeRunner):
+    """A FakeRunner whose greedy continuation of every sequence is `script` (then EOS).
+
+    Each forward's last row of a sequence puts its maximum on the next scripted id; prompts must
+    fit one prefill chunk (one forward per sampled token, no drafts).
+    """
+
+    def __init__(self, script: list[int], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.script = script
+        self._sampled: dict[int, int] = {}
+
+    def forward(self, batch: ForwardBatch) -> list[np.ndarray]:
+        out = super().forward(batch)
+        for step, rows in zip(batch.steps, out, strict=True):
+            k = self._sampled.get(step.seq_id, 0)
+            self._sampled[step.seq_id] = k + 1
+            token = self.script[k] if k < len(self.script) else self.tokenizer.eos_id
+            rows[-1] = 0.0
+            rows[-1, token] = 10.0
+        return out

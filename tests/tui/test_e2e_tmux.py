@@ -7,7 +7,6 @@ the starter-model run (marked `model`) does the same with the real engine.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -19,9 +18,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("tmux") is None, reason="needs tmux (apt-get install tmux)"
-)
+pytestmark = pytest.mark.requires_tool("tmux", "apt-get install tmux")
 
 
 class Tmux:

@@ -13,6 +13,7 @@ from ember.engine.api import (
     Event,
     Finished,
     GenerationRequest,
+    Health,
     Stats,
     TextDelta,
 )
@@ -51,6 +52,9 @@ class TickingBackend:
 
     def count_tokens(self, request: GenerationRequest) -> int:
         return 1
+
+    def health(self) -> Health:
+        return Health("ok")
 
     def close(self) -> None:
         pass

@@ -12,7 +12,7 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Label
 
-from ember.app.config import DEVICES, RUNNERS, Settings, save_settings
+from ember.app.config import CHAT_FORMATS, DEVICES, RUNNERS, Settings, save_settings
 from ember.errors import EmberError
 from ember.tui.widgets.form import Form, FormError, FormField
 
@@ -37,13 +37,25 @@ _LABELS = {
     "min_p": "Min-p",
     "repeat_penalty": "Repeat penalty",
     "max_tokens": "Max reply tokens",
+    "chat_format": "Chat format (auto/template/scaffold)",
+    "dry_multiplier": "DRY multiplier (0 = off)",
+    "dry_base": "DRY base",
+    "dry_allowed_length": "DRY allowed length",
+    "dry_penalty_last_n": "DRY range (-1 = all)",
+    "dry_sequence_breakers": "DRY sequence breakers (JSON)",
+    "loop_min_tokens": "Loop stop after (tokens, 0 = off)",
 }
 _KINDS = {"int": int, "float": float, "bool": bool, "str": str}
 
 
 def settings_fields(settings: Settings, models: list[str]) -> list[FormField]:
     """One form field per setting, in the dataclass's order."""
-    choices = {"runner": RUNNERS, "device": DEVICES, "model": tuple(models)}
+    choices = {
+        "runner": RUNNERS,
+        "device": DEVICES,
+        "model": tuple(models),
+        "chat_format": CHAT_FORMATS,
+    }
     out = []
     for f in dataclasses.fields(Settings):
         if f.name == "extra":

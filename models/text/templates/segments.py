@@ -18,14 +18,23 @@ from ember.models.errors import TemplateError
 from ember.models.text.templates.chat_template import Segment
 
 Messages = list[dict[str, Any]]
-_PRIVATE_USE = range(0xE000, 0xF900)
+# The BMP's private-use area, then planes 15 and 16 (137,468 code points in all).
+_PRIVATE_USE = (range(0xE000, 0xF900), range(0xF0000, 0xFFFFE), range(0x100000, 0x10FFFE))
 
 
-def _markers(messages: Messages) -> tuple[str, str]:
-    """Two private-use characters that no message contains."""
-    used = "".join(str(m.get("content", "")) for m in messages)
-    free = (chr(c) for c in _PRIVATE_USE if chr(c) not in used)
-    return next(free), next(free)
+def _markers(messages: Messages, rendered: str) -> tuple[str, str]:
+    """Two private-use characters that neither the messages nor the rendered prompt contain."""
+    used = set(rendered)
+    for message in messages:
+        used.update(str(message.get("content", "")))
+    free = (chr(c) for block in _PRIVATE_USE for c in block if chr(c) not in used)
+    pair = next(free, None), next(free, None)
+    if pair[0] is None or pair[1] is None:
+        raise TemplateError(
+            "messages use every private-use character; no marker is left to tell message text "
+            "from chat template markup"
+        )
+    return pair[0], pair[1]
 
 
 def _wrap(text: str, open_: str, close: str, keep_whitespace_outside: bool) -> str:
@@ -83,7 +92,7 @@ def _merge(segments: list[Segment]) -> list[Segment]:
 def split_segments(render: Callable[[Messages], str], messages: Messages) -> list[Segment]:
     """Render messages and split the text into template markup and message content."""
     expected = render(messages)
-    open_, close = _markers(messages)
+    open_, close = _markers(messages, expected)
     for strategy in (1, 2, 3):
         segments = _parse(render(_marked(messages, open_, close, strategy)), open_, close)
         if segments is not None and "".join(s.text for s in segments) == expected:

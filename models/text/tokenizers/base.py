@@ -41,7 +41,9 @@ class Tokenizer(Protocol):
     add_bos: bool  # whether the model's metadata asks for BOS at the start of a prompt
 
     def encode(self, text: str, *, add_bos: bool = False, parse_special: bool = False) -> list[int]:
-        """Token ids of text; special-token spellings stay plain text unless parse_special."""
+        """Token ids of text; special-token spellings stay plain text unless parse_special.
+
+        Lone surrogates are encoded as U+FFFD (ember.text.clean), never an exception."""
         ...
 
     def decode(self, ids: list[int]) -> str:

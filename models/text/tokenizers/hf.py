@@ -10,6 +10,7 @@ from typing import Any
 from ember.models.errors import ModelFileError
 from ember.models.files.safetensors import optional_json, token_text
 from ember.models.text.tokenizers.base import EOT_SPELLINGS
+from ember.text import clean
 
 _BYTE_TOKEN = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 
@@ -99,7 +100,7 @@ class HFTokenizer:
     def encode(self, text: str, *, add_bos: bool = False, parse_special: bool = False) -> list[int]:
         """Token ids of text; special-token spellings stay plain text unless parse_special."""
         raw = self._special if parse_special else self._plain
-        ids: list[int] = raw.encode(text, add_special_tokens=False).ids
+        ids: list[int] = raw.encode(clean(text), add_special_tokens=False).ids
         if add_bos and self.bos_id is not None:
             ids.insert(0, self.bos_id)
         return ids

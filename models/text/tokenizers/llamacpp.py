@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ember.models.errors import ModelFileError
+from ember.text import clean
 
 _STDERR_LOCK = threading.Lock()  # two overlapping redirects could leave fd 2 on /dev/null
 
@@ -102,7 +103,7 @@ class LlamaCppTokenizer:
 
     def encode(self, text: str, *, add_bos: bool = False, parse_special: bool = False) -> list[int]:
         """Token ids of text; special-token spellings stay plain text unless parse_special."""
-        data = text.encode("utf-8")
+        data = clean(text).encode("utf-8")
         capacity = len(data) + 8  # a token covers at least one byte (plus BOS/EOS room)
         with self._lock:
             while True:

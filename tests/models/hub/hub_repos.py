@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -16,6 +18,8 @@ class Fault:
     stall_after: int | None = None  # stop after this many body bytes until release() or close
     corrupt: bool = False  # flip one byte in the middle of the body
     ignore_range: bool = False  # answer 200 with the whole file even when Range is asked
+    redirect: str | None = None  # answer 302 to this Location ("SELF": the same URL, a loop)
+    page: tuple[str, bytes] | None = None  # answer 200 with (content type, body): a portal
     times: int = 1_000_000
 
 
@@ -75,6 +79,10 @@ class HubState:
         self.faults: dict[tuple[str, str], Fault] = {}
         self.repo_status: dict[str, int] = {}  # repo_id -> status for every request on it
         self.bytes_served: dict[tuple[str, str], int] = {}
+        # repo_id -> (content type, body) answered for its model info instead of the JSON
+        self.info_pages: dict[str, tuple[str, bytes]] = {}
+        # repo_id -> a function that rewrites its model info JSON (wrong types, bad values)
+        self.info_patches: dict[str, Callable[[dict[str, Any]], Any]] = {}
         self.requests: list[tuple[str, str, str | None]] = []  # (method, path, Range)
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)

@@ -5,7 +5,9 @@ It speaks the endpoints huggingface_hub and Ember use: model info (`/api/models/
 (`/api/models/{repo}/tree/{rev}`), search (`/api/models?search=...&sort=downloads`) and file
 transfer (`/{repo}/resolve/{rev}/{file}`, GET and HEAD, with ETag, X-Repo-Commit, Content-Length
 and Range). Faults are set per file: drop the connection after N bytes, flip a byte, answer an
-HTTP status, stall after N bytes until released, or ignore Range.
+HTTP status, stall after N bytes until released, ignore Range, redirect (to anywhere, or in a
+loop), or answer a page of another kind (a captive portal); per repo, the model info can be
+answered with any page (`state.info_pages`) or rewritten (`state.info_patches`).
 
 Run it by hand: `python -m tests.models.hub.hub_server DIR` serves every file under DIR/org/repo/.
 """
@@ -180,13 +182,25 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if rev not in (None, "main", repo.commit):
             return self._error(404, "RevisionNotFound", f"Invalid rev id: {rev}")
+        if repo_id in self.state.info_pages:
+            return self._page(*self.state.info_pages[repo_id])
         siblings = []
         for name in repo.files:
             item: dict[str, object] = {"rfilename": name}
             if blobs:
                 item.update(repo.entry(name))
             siblings.append(item)
-        self._json(self._card(repo) | {"siblings": siblings})
+        answer = self._card(repo) | {"siblings": siblings}
+        patch = self.state.info_patches.get(repo_id)
+        self._json(patch(answer) if patch is not None else answer)
+
+    def _page(self, content_type: str, body: bytes, status: int = 200) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
 
     def _tree(self, repo_id: str, prefix: str) -> None:
         repo = self._repo(repo_id)
@@ -235,6 +249,13 @@ class _Handler(BaseHTTPRequestHandler):
         fault = None if head else self.state.take_fault(key)
         if fault is not None and fault.status is not None:
             return self._error(fault.status, None, f"injected {fault.status}")
+        if fault is not None and fault.redirect is not None:
+            self.send_response(302)
+            self.send_header("Location", self.path if fault.redirect == "SELF" else fault.redirect)
+            self.send_header("Content-Length", "0")
+            return self.end_headers()
+        if fault is not None and fault.page is not None:
+            return self._page(*fault.page)
         data = repo.files[path]
         start, end, status = 0, len(data), 200
         match = _RANGE.match(self.headers.get("Range", ""))
