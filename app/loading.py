@@ -16,6 +16,7 @@ from ember.paths import Paths, get_paths
 
 if TYPE_CHECKING:
     from ember.engine.api import Backend, EngineOptions, ModelFiles, ModelFormat
+    from ember.engine.embedding import Embedder
     from ember.engine.engine import ChatRenderer
     from ember.engine.runners.base import Runner
     from ember.models.registry.registry import Registry, ResolvedModel
@@ -99,6 +100,22 @@ def load_backend(options: EngineOptions) -> Backend:
     backend = load_engine(resolved, model, draft_model=draft)
     mark_used(model, registry)
     return backend
+
+
+def load_embedding_model(options: EngineOptions) -> Embedder:
+    """Resolve options.model and load it for embeddings (`ember serve`'s /v1/embeddings and
+    /api/embed); CannotEmbed for a remote server or a model llama.cpp cannot embed."""
+    from ember.engine.embedding import CannotEmbed, load_embedder
+
+    if options.runner == "fake" or _is_remote(options):
+        raise CannotEmbed(f"model {options.model}: a remote server or fake runner has no embeddings")
+    registry = open_registry()
+    resolved, model, _draft = resolve_options(options, registry)
+    if model is None:
+        raise CannotEmbed(f"model {options.model}: a remote server has no embeddings here")
+    embedder = load_embedder(resolved, model)
+    mark_used(model, registry)
+    return embedder
 
 
 def load_runner(options: EngineOptions) -> tuple[Runner, ChatRenderer, str]:

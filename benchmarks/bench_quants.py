@@ -1,14 +1,18 @@
-"""Quant formats: dequantize/repack throughput (GB/s) and the error of each repack mapping.
+"""Quant formats: dequantize and conversion throughput (GB/s), and the error of each form the
+torch runner converts GGUF weights to (engine/runners/torch/layers/quantize.build_linear).
 
-    python benchmarks/bench_quants.py               # both tables
+    python benchmarks/bench_quants.py               # all three tables
     python benchmarks/bench_quants.py --errors      # only the error table
     python benchmarks/bench_quants.py --speed       # only the throughput table
+    python benchmarks/bench_quants.py --matmul      # only the matmul timing table
 
 Errors: real trained weights (the starter model's blk.0.ffn_down, 640 x 2048, dequantized) are
 quantized to each format with ggml's own quantizer (ggml_quantize_chunk from llama.cpp's
-libggml-base), then repacked; W is the exact dequantization of those bytes. Weight error:
-max|W' - W| / max|W| and mean|W' - W| / mean|W|; output error: the same for
-Y = matmul(X, packed) against X @ W^T in float32, with X (8, 2048) standard normal.
+libggml-base), then converted as the runner converts them (bf16 activations and scales);
+W is the exact dequantization of those bytes. W' is what the decode kernel computes with
+(the layer applied to identity rows, in chunks below the dense-prefill threshold). Weight
+error: max|W' - W| / max|W| and mean|W' - W| / mean|W|; output error: the same for the layer's
+output on X (8, 2048) standard normal against X @ W^T in float32.
 Throughput: random valid blocks, a 2048 x 4096 tensor; GB/s of quantized input consumed,
 median of several runs.
 """
@@ -31,14 +35,11 @@ from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from ember.engine.runners.torch.build import resolve_format  # noqa: E402
+from ember.engine.runners.torch.layers.linear import DENSE_PREFILL_TOKENS, QLinear  # noqa: E402
+from ember.engine.runners.torch.layers.quantize import build_linear  # noqa: E402
+from ember.engine.runners.torch.weights import WeightTensor  # noqa: E402
 from ember.models.quants.dequant import dequantize  # noqa: E402
-from ember.models.quants.repack import (  # noqa: E402
-    Target,
-    auto_target,
-    matmul,
-    packed_to_float,
-    repack,
-)
 
 T = GGMLQuantizationType
 QUANT_TYPES = [
@@ -92,40 +93,44 @@ def _rel(err: torch.Tensor, ref: torch.Tensor) -> tuple[float, float]:
     return float(err.abs().max() / ref.abs().max()), float(err.abs().mean() / ref.abs().mean())
 
 
-def mapped_weights(raw: np.ndarray, qtype: GGMLQuantizationType, shape, packed) -> torch.Tensor:
-    """The float32 weights a PackedWeight stands for. int4 forms come from the mapping math
-    (quants_int4) rather than the kernel on an identity matrix, which is slow at K = 2048; the
-    tests check that the kernel agrees with that math."""
-    from ember.models.quants.dequant import DEQUANTIZERS
-    from ember.models.quants.int4 import dequant_int4, int4_groups, int4x2_groups
+FORMATS = ("int4", "int8g", "int8", "dense")  # the runner's weight_format choices
+DTYPE = torch.bfloat16  # the runner's default compute dtype on the CPU
 
-    if packed.kind not in ("int4", "int4x2"):
-        return packed_to_float(packed)
-    blocks = torch.from_numpy(raw).reshape(-1, GGML_QUANT_SIZES[qtype][1])
-    deq, dtype = DEQUANTIZERS[qtype], packed.dtype
-    if packed.kind == "int4":
-        return dequant_int4(*int4_groups(qtype, blocks, deq, dtype)).reshape(shape)
-    hi, lo = int4x2_groups(qtype, blocks, deq, dtype)
-    return (dequant_int4(*hi) + dequant_int4(*lo)).reshape(shape)
+
+def convert(
+    raw: np.ndarray, qtype: GGMLQuantizationType, shape: tuple[int, int], fmt: str
+) -> QLinear:
+    """The layer the runner builds from these GGUF bytes (fmt "auto": the runner's own pick)."""
+    t = WeightTensor("w", tuple(shape), int(qtype), raw=raw.reshape(-1))
+    fmt = resolve_format(fmt, [t])
+    return build_linear([t], [None], None, fmt, DTYPE, torch.device("cpu"))
+
+
+def layer_weights(layer: QLinear) -> torch.Tensor:
+    """float32 (out, in): the weights the decode kernel multiplies with (identity rows fed in
+    chunks small enough to stay on the quantized path)."""
+    eye = torch.eye(layer.in_features, dtype=DTYPE)
+    step = DENSE_PREFILL_TOKENS - 1
+    with torch.inference_mode():
+        cols = [layer(eye[i : i + step]) for i in range(0, layer.in_features, step)]
+    return torch.cat(cols).float().T
 
 
 def error_rows(w_src: np.ndarray) -> list[tuple[str, str, float, float, float, float]]:
-    """(format, target, weight max, weight mean, output max, output mean) relative errors."""
+    """(format, form, weight max, weight mean, output max, output mean) relative errors."""
     x = torch.randn(8, w_src.shape[1], generator=torch.Generator().manual_seed(0))
     rows = []
     for qtype in ALL_TYPES:
         raw = ggml_quantize(w_src, qtype) if qtype != T.BF16 else _to_bf16_bytes(w_src)
         w = dequantize(raw, qtype, w_src.shape)
         y_ref = x @ w.T
-        auto = auto_target(qtype)
-        others = ("int4", "int4x2", "int8") if qtype != T.F32 else ()
-        targets = [auto] + [t for t in others if t != auto]
-        for target in targets:
-            packed = repack(raw, qtype, w_src.shape, target)  # type: ignore[arg-type]
-            wm, wa = _rel(mapped_weights(raw, qtype, w_src.shape, packed) - w, w)
-            ym, ya = _rel(matmul(x, packed) - y_ref, y_ref)
-            label = f"{target} (auto)" if target == auto else target
-            rows.append((qtype.name, label, wm, wa, ym, ya))
+        auto = convert(raw, qtype, w_src.shape, "auto").fmt
+        for fmt in [auto] + [f for f in FORMATS if f != auto]:
+            layer = convert(raw, qtype, w_src.shape, fmt)
+            wm, wa = _rel(layer_weights(layer) - w, w)
+            with torch.inference_mode():
+                ym, ya = _rel(layer(x.to(DTYPE)).float() - y_ref, y_ref)
+            rows.append((qtype.name, f"{fmt} (auto)" if fmt == auto else fmt, wm, wa, ym, ya))
     return rows
 
 
@@ -144,7 +149,7 @@ def _median_seconds(fn: Callable[[], object], runs: int) -> float:
 
 
 def speed_rows(rows: int, cols: int, runs: int) -> list[tuple[str, float, float, float, str]]:
-    """(format, MB, dequantize GB/s, repack-auto GB/s, auto target) on random valid blocks."""
+    """(format, MB, dequantize GB/s, conversion (auto) GB/s, auto form) on random valid blocks."""
     from tests.models.quants.quant_blocks import random_tensor
 
     out: list[tuple[str, float, float, float, str]] = []
@@ -152,10 +157,11 @@ def speed_rows(rows: int, cols: int, runs: int) -> list[tuple[str, float, float,
         raw = random_tensor(qtype, rows, cols, seed=1)
         gb = raw.nbytes / 1e9
         t_deq = _median_seconds(functools.partial(dequantize, raw, qtype, (rows, cols)), runs)
-        t_rep = _median_seconds(
-            functools.partial(repack, raw, qtype, (rows, cols)), max(1, runs // 2)
+        t_conv = _median_seconds(
+            functools.partial(convert, raw, qtype, (rows, cols), "auto"), max(1, runs // 2)
         )
-        out.append((qtype.name, raw.nbytes / 1e6, gb / t_deq, gb / t_rep, auto_target(qtype)))
+        auto = convert(raw, qtype, (rows, cols), "auto").fmt
+        out.append((qtype.name, raw.nbytes / 1e6, gb / t_deq, gb / t_conv, auto))
     return out
 
 
@@ -164,24 +170,22 @@ MATMUL_SHAPES = [(1024, 640), (256, 640), (640, 1024), (2048, 640), (640, 2048),
 
 
 def matmul_rows(runs: int) -> list[tuple[str, int, dict[str, float]]]:
-    """(shape, M, kind -> median microseconds) of matmul on Q8_0 weights repacked to each kind."""
+    """(shape, M, form -> median microseconds) of the layer on Q8_0 weights in each form."""
     from tests.models.quants.quant_blocks import random_tensor
 
     out: list[tuple[str, int, dict[str, float]]] = []
     for n, k in MATMUL_SHAPES:
         raw = random_tensor(T.Q8_0, n, k, seed=2)
-        packed = {kind: repack(raw, T.Q8_0, (n, k), kind) for kind in MATMUL_KINDS}
+        layers = {fmt: convert(raw, T.Q8_0, (n, k), fmt) for fmt in FORMATS}
         for m in (1, 16):
-            x = torch.randn(m, k, dtype=torch.bfloat16)
-            times: dict[str, float] = {
-                kind: 1e6 * _median_seconds(functools.partial(matmul, x, p), runs * 10)
-                for kind, p in packed.items()
-            }
+            x = torch.randn(m, k, dtype=DTYPE)
+            with torch.inference_mode():
+                times: dict[str, float] = {
+                    fmt: 1e6 * _median_seconds(functools.partial(f, x), runs * 10)
+                    for fmt, f in layers.items()
+                }
             out.append((f"{n}x{k}", m, times))
     return out
-
-
-MATMUL_KINDS: tuple[Target, ...] = ("int4", "int4x2", "int8", "bf16")
 
 
 def main() -> int:
@@ -199,9 +203,9 @@ def main() -> int:
     only = args.errors or args.speed or args.matmul
     if args.errors or not only:
         w_src, source = source_weights()
-        print(f"\nRepack error vs exact dequantization, source: {source}")
+        print(f"\nConversion error vs exact dequantization, source: {source}")
         print(
-            "| format | target | weight max rel | weight mean rel | matmul max rel | matmul mean rel |"
+            "| format | form | weight max rel | weight mean rel | output max rel | output mean rel |"
         )
         print("|---|---|---|---|---|---|")
         for name, target, wm, wa, ym, ya in error_rows(w_src):
@@ -209,18 +213,16 @@ def main() -> int:
     if args.speed or not only:
         rows, cols = 2048, 4096
         print(f"\nThroughput on a {rows}x{cols} tensor, median of {args.runs} runs (GB/s of input)")
-        print("| format | MB | dequantize GB/s | repack (auto) GB/s | auto target |")
+        print("| format | MB | dequantize GB/s | conversion (auto) GB/s | auto form |")
         print("|---|---|---|---|---|")
         for name, mb, deq, rep, target in speed_rows(rows, cols, args.runs):
             print(f"| {name} | {mb:.1f} | {deq:.3g} | {rep:.3g} | {target} |")
     if args.matmul or not only:
-        print(
-            f"\nmatmul(x, packed) in microseconds, median of {args.runs * 10} runs, x bf16 (M, in)"
-        )
-        print("| weight (out x in) | M | " + " | ".join(MATMUL_KINDS) + " |")
-        print("|---|---|" + "---|" * len(MATMUL_KINDS))
+        print(f"\nlayer(x) in microseconds, median of {args.runs * 10} runs, x bf16 (M, in)")
+        print("| weight (out x in) | M | " + " | ".join(FORMATS) + " |")
+        print("|---|---|" + "---|" * len(FORMATS))
         for shape, m, times in matmul_rows(args.runs):
-            cells = " | ".join(f"{times[k]:.0f}" for k in MATMUL_KINDS)
+            cells = " | ".join(f"{times[k]:.0f}" for k in FORMATS)
             print(f"| {shape} | {m} | {cells} |")
     return 0
 

@@ -22,6 +22,7 @@ class FakeCatalog:
         self,
         models: list[LocalModel] | None = None,
         starter: bool = True,
+        sibling: bool = True,
         download_steps: int = 5,
         step_s: float = 0.0,
         download_error: str = "",
@@ -29,6 +30,7 @@ class FakeCatalog:
     ) -> None:
         self.models = list(models or [])
         self.starter = starter
+        self.sibling = sibling  # the catalog has the starter's IT sibling and the Hub is on
         self.download_steps = download_steps
         self.step_s = step_s
         self.download_error = download_error
@@ -52,6 +54,11 @@ class FakeCatalog:
         model = LocalModel("gemma3-270m", 253_000_000, "Q4_K_M", "gemma3", None)
         self.models.append(model)
         return model
+
+    def starter_sibling(self) -> tuple[HubRepo, QuantOption] | None:
+        if not self.sibling:
+            return None
+        return CURATED[0], QuantOption("Q4_K_M", "Q4_K_M", 253_000_000)
 
     def curated(self) -> list[HubRepo]:
         return list(CURATED)

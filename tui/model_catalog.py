@@ -53,6 +53,11 @@ class ModelCatalog(Protocol):
 
     def install_starter(self) -> LocalModel: ...
 
+    def starter_sibling(self) -> tuple[HubRepo, QuantOption] | None:
+        """The starter's instruction-tuned sibling to download (repo and quant), None when the
+        catalog has none or the Hub is off (offline mode)."""
+        ...
+
     def curated(self) -> list[HubRepo]: ...
 
     def offline(self) -> bool:

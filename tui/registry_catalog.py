@@ -53,6 +53,17 @@ class RegistryCatalog:
         registry.resolve(STARTER_NAME)  # assembles and registers the packaged starter
         return _local(registry.get(STARTER_NAME))
 
+    def starter_sibling(self) -> tuple[HubRepo, QuantOption] | None:
+        from ember.models.hub.catalog import load_catalog
+        from ember.models.hub.client import is_offline
+        from ember.models.registry.starter import STARTER_SIBLING
+
+        entry = load_catalog().get(STARTER_SIBLING)
+        if entry is None or entry.quant is None or is_offline():
+            return None
+        repo = HubRepo(entry.repo, description=f"{entry.name}: {entry.summary}")
+        return repo, QuantOption(entry.quant, entry.quant, entry.size_bytes)  # label = filename
+
     def curated(self) -> list[HubRepo]:
         from ember.models.hub.catalog import load_catalog
 

@@ -12,6 +12,7 @@ from ember.app.options import add_engine_flags
 if TYPE_CHECKING:
     from ember.app.config import Settings
     from ember.engine.api import Backend, EngineOptions
+    from ember.engine.embedding import Embedder
 
 NAME = "serve"
 HELP = (
@@ -131,6 +132,7 @@ def run(args: argparse.Namespace) -> int:
     from ember.app.loading import load_backend
     from ember.app.rules import check_flag
     from ember.app.server.app import create_app
+    from ember.app.server.embedder_pool import EmbedderPool
     from ember.app.server.pool import ModelPool
     from ember.app.server.security import Guard, require_key_for
 
@@ -151,6 +153,11 @@ def run(args: argparse.Namespace) -> int:
 
             return RemoteBackend(RemoteConfig(name, "", api_key=""))
         return load_backend(options_for(name))
+
+    def load_embedder(name: str) -> Embedder:
+        from ember.app.loading import load_embedding_model
+
+        return load_embedding_model(options_for(name))
 
     pool = ModelPool(
         load,
@@ -174,5 +181,6 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"ember: serving on http://{args.host}:{args.port} (OpenAI: /v1, Ollama: /api)", flush=True
     )
-    uvicorn.run(create_app(pool, guard), host=args.host, port=args.port, log_level="warning")
+    embedders = EmbedderPool(load_embedder, pool, max_loaded=args.max_loaded)
+    uvicorn.run(create_app(pool, guard, embedders), host=args.host, port=args.port, log_level="warning")
     return 0

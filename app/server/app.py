@@ -1,4 +1,5 @@
-"""OpenAI-compatible HTTP API on 127.0.0.1: /v1/models, /v1/chat/completions, /v1/completions, /health.
+"""OpenAI-compatible HTTP API on 127.0.0.1: /v1/models, /v1/chat/completions, /v1/completions,
+/v1/embeddings (embeddings.py, with Ollama's /api/embed), /health.
 
 Requests go to a Backend (the engine thread, which batches concurrent requests); a model named
 in a request is loaded on demand through the ModelPool. Streaming responses are server-sent
@@ -24,6 +25,9 @@ if TYPE_CHECKING:
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import Response
+
+    from ember.app.server.embedder_pool import EmbedderPool
+    from ember.engine.embedding import Embedder
 
 
 _error = error_response
@@ -117,6 +121,13 @@ def _make_endpoint(pool: ModelPool, guard: Guard, chat: bool) -> Callable[[Reque
     return endpoint
 
 
+def _default_embedder(name: str) -> Embedder:
+    from ember.app.loading import load_embedding_model
+    from ember.engine.api import EngineOptions
+
+    return load_embedding_model(EngineOptions(model=name))
+
+
 def _guard_middleware(app: Any, guard: Guard) -> Any:
     async def middleware(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":
@@ -132,8 +143,12 @@ def _guard_middleware(app: Any, guard: Guard) -> Any:
     return middleware
 
 
-def create_app(pool: ModelPool, guard: Guard) -> Starlette:
-    """The ASGI app: routes plus the Host/Origin/key/size guard in front of them."""
+def create_app(
+    pool: ModelPool, guard: Guard, embedders: EmbedderPool | None = None
+) -> Starlette:
+    """The ASGI app: routes plus the Host/Origin/key/size guard in front of them; embedders
+    serves /v1/embeddings and /api/embed (default: each served model loaded on llama.cpp with
+    the engine's default options)."""
     from starlette.applications import Starlette
     from starlette.middleware import Middleware
     from starlette.responses import JSONResponse
@@ -160,7 +175,11 @@ def create_app(pool: ModelPool, guard: Guard) -> Starlette:
             body["unhealthy"] = sick
         return JSONResponse(body, status_code=503 if sick else 200)
 
-    from ember.app.server import ollama, ollama_models
+    from ember.app.server import embeddings, ollama, ollama_models
+    from ember.app.server.embedder_pool import EmbedderPool
+
+    if embedders is None:
+        embedders = EmbedderPool(_default_embedder, pool, max_loaded=pool.max_loaded)
 
     async def unload(request: Request) -> Response:
         """POST /ember/unload {"model": name}: unload an idle model now (ember stop)."""
@@ -169,15 +188,18 @@ def create_app(pool: ModelPool, guard: Guard) -> Starlette:
         except RequestInvalid as exc:
             return _error(exc.status, str(exc), exc.param)
         name = body.get("model") if isinstance(body, dict) else None
-        if not isinstance(name, str) or name not in pool.loaded():
+        chat = isinstance(name, str) and name in pool.loaded()
+        embed = isinstance(name, str) and name in embedders.loaded()
+        if not isinstance(name, str) or not (chat or embed):
             return _error(404, f"model {str(name)[:80]!r} is not loaded", "model")
-        if not pool.unload(name):
+        if (chat and not pool.unload(name)) or (embed and not embedders.unload(name)):
             return _error(409, f"model {name!r} is serving a request; try again", "model")
         return JSONResponse({"unloaded": name})
 
     routes = [
-        *ollama.routes(pool, guard),
+        *ollama.routes(pool, guard, embedders),
         *ollama_models.routes(pool, guard),
+        *embeddings.routes(embedders, guard),
         Route("/ember/unload", unload, methods=["POST"]),
         Route("/health", health, methods=["GET"]),
         Route("/v1/models", models, methods=["GET"]),
@@ -190,6 +212,7 @@ def create_app(pool: ModelPool, guard: Guard) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
         pool.close()
+        embedders.close()
 
     return Starlette(
         routes=routes, lifespan=lifespan, middleware=[Middleware(_GuardWrapper, guard=guard)]

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from starlette.responses import Response
     from starlette.routing import Route
 
+    from ember.app.server.embedder_pool import EmbedderPool
     from ember.app.server.pool import ModelPool
     from ember.app.server.security import Guard
 
@@ -280,8 +281,8 @@ class _Reply:
         return merged
 
 
-def routes(pool: ModelPool, guard: Guard) -> list[Route]:
-    """The /api/* routes."""
+def routes(pool: ModelPool, guard: Guard, embedders: EmbedderPool | None = None) -> list[Route]:
+    """The /api/* routes (embedders: also listed by /api/ps)."""
     from starlette.responses import JSONResponse, StreamingResponse
     from starlette.routing import Route
 
@@ -295,27 +296,31 @@ def routes(pool: ModelPool, guard: Guard) -> list[Route]:
         return JSONResponse({"models": [pool.describe(n) for n in pool.names()]})
 
     async def ps(request: Request) -> Response:
-        return JSONResponse({"models": [pool.describe(n, loaded=True) for n in pool.loaded()]})
+        cards = [pool.describe(n, loaded=True) for n in pool.loaded()]
+        if embedders is not None:
+            for name in embedders.loaded():
+                if name not in pool.loaded():  # loaded for embeddings only
+                    expires = {"expires_at": embedders.expires_at(name), "size_vram": 0}
+                    cards.append(pool.describe(name) | expires)
+        return JSONResponse({"models": cards})
 
     async def show(request: Request) -> Response:
+        import anyio
+
+        from ember.app.server.model_facts import model_facts, show_body
+
         try:
             body = await read_json(request, guard.max_body_bytes)
             name = body.get("model") or body.get("name") if isinstance(body, dict) else None
             if not isinstance(name, str) or not pool.serves(name):
                 raise RequestInvalid("model", pool.unknown_model_message(str(name)), status=404)
+            if body.get("verbose"):
+                raise RequestInvalid("verbose", "long metadata arrays are not shown", status=400)
         except RequestInvalid as exc:
             return error(exc)
         card = pool.describe(name)
-        return JSONResponse(
-            {
-                "modelfile": f"FROM {name}\n",
-                "parameters": "",
-                "template": "",
-                "details": card["details"],
-                "model_info": {"general.architecture": card["details"]["family"]},
-                "capabilities": ["completion", "tools"],
-            }
-        )
+        facts = await anyio.to_thread.run_sync(model_facts, name)
+        return JSONResponse(show_body(name, card, facts))
 
     async def generate(request: Request, chat: bool) -> Response:
         started = time.perf_counter()

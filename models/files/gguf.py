@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ember.models.errors import ModelFileError
+from ember.models.files.fields import Fields
 from ember.models.files.gguf_header import GGUFHeader, parse_gguf_header, read_array
 from ember.models.files.hparams.hparams import SUPPORTED_ARCHS, ModelHParams
 
@@ -115,26 +116,27 @@ class GGUFModel:
         self.file_size = sum(h.file_size for _, _, h in parts)  # all shards together
         self.alignment = header.alignment
         self.metadata: dict[str, Any] = header.metadata
-        arch = self.metadata.get("general.architecture")
-        if not isinstance(arch, str) or not arch:
-            raise ModelFileError(f"{path.name}: metadata key general.architecture is missing")
-        self.architecture: str = arch
+        self.architecture: str = Fields(self.metadata, path.name).string("general.architecture")
+        if not self.architecture:
+            raise ModelFileError(f"{path.name}: general.architecture: empty")
         self.tensors: dict[str, GGUFTensor] = {}
         for shard, buf, shard_header in parts:
             for name, tensor in _tensor_views(buf, shard_header).items():
                 if name in self.tensors:
                     raise ModelFileError(f"{shard.name}: tensor {name} is also in an earlier shard")
                 self.tensors[name] = tensor
-        self.tokenizer = _tokenizer_meta(self.metadata, self.array_count("tokenizer.ggml.tokens"))
-        template = self.metadata.get("tokenizer.chat_template")
-        self.chat_template: str | None = template if isinstance(template, str) else None
+        self.tokenizer = _tokenizer_meta(
+            self.metadata, self.array_count("tokenizer.ggml.tokens"), path.name
+        )
+        fields = Fields(self.metadata, path.name)
+        self.chat_template: str | None = fields.opt_string("tokenizer.chat_template")
         self.hparams: ModelHParams | None = _hparams(self)
 
     @property
     def name(self) -> str:
         """The model's display name: general.name, else the file name."""
-        value = self.metadata.get("general.name")
-        return value if isinstance(value, str) and value else self.path.stem
+        value = Fields(self.metadata, self.path.name).opt_string("general.name")
+        return value or self.path.stem
 
     @property
     def supported(self) -> bool:
@@ -208,41 +210,27 @@ def _tensor_views(buf: mmap.mmap, header: GGUFHeader) -> dict[str, GGUFTensor]:
     }
 
 
-def _opt_int(md: dict[str, Any], key: str) -> int | None:
-    value = md.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _opt_str(md: dict[str, Any], key: str) -> str | None:
-    value = md.get(key)
-    return value if isinstance(value, str) else None
-
-
-def _opt_bool(md: dict[str, Any], key: str) -> bool | None:
-    value = md.get(key)
-    return value if isinstance(value, bool) else None
-
-
-def _token_id(md: dict[str, Any], key: str, n_tokens: int | None) -> int | None:
+def _token_id(f: Fields, key: str, n_tokens: int | None) -> int | None:
     """A special token id; one outside the vocabulary counts as absent (llama.cpp warns, ignores)."""
-    value = _opt_int(md, key)
+    value = f.opt_integer(key, lo=-(1 << 31), hi=(1 << 32) - 1)  # -1: llama.cpp's "none"
     if value is None or value < 0 or (n_tokens is not None and value >= n_tokens):
         return None
     return value
 
 
-def _tokenizer_meta(md: dict[str, Any], n_tokens: int | None) -> TokenizerMeta:
+def _tokenizer_meta(md: dict[str, Any], n_tokens: int | None, source: str) -> TokenizerMeta:
+    f = Fields(md, source)
     return TokenizerMeta(
-        model=_opt_str(md, "tokenizer.ggml.model"),
-        pre=_opt_str(md, "tokenizer.ggml.pre"),
+        model=f.opt_string("tokenizer.ggml.model"),
+        pre=f.opt_string("tokenizer.ggml.pre"),
         n_tokens=n_tokens or 0,
-        bos_id=_token_id(md, "tokenizer.ggml.bos_token_id", n_tokens),
-        eos_id=_token_id(md, "tokenizer.ggml.eos_token_id", n_tokens),
-        eot_id=_token_id(md, "tokenizer.ggml.eot_token_id", n_tokens),
-        unk_id=_token_id(md, "tokenizer.ggml.unknown_token_id", n_tokens),
-        pad_id=_token_id(md, "tokenizer.ggml.padding_token_id", n_tokens),
-        add_bos=_opt_bool(md, "tokenizer.ggml.add_bos_token"),
-        add_eos=_opt_bool(md, "tokenizer.ggml.add_eos_token"),
+        bos_id=_token_id(f, "tokenizer.ggml.bos_token_id", n_tokens),
+        eos_id=_token_id(f, "tokenizer.ggml.eos_token_id", n_tokens),
+        eot_id=_token_id(f, "tokenizer.ggml.eot_token_id", n_tokens),
+        unk_id=_token_id(f, "tokenizer.ggml.unknown_token_id", n_tokens),
+        pad_id=_token_id(f, "tokenizer.ggml.padding_token_id", n_tokens),
+        add_bos=f.opt_boolean("tokenizer.ggml.add_bos_token"),
+        add_eos=f.opt_boolean("tokenizer.ggml.add_eos_token"),
     )
 
 
@@ -255,13 +243,16 @@ def _hparams(model: GGUFModel) -> ModelHParams | None:
     n_tokens = model.array_count("tokenizer.ggml.tokens")
     supported = model.architecture in SUPPORTED_ARCHS
     try:
-        hp = from_gguf(model.metadata, n_tokens, shapes)
-        if supported:
-            check_tensor_shapes(hp, shapes)
-    except ModelFileError as exc:
+        hp = from_gguf(model.metadata, n_tokens, shapes, model.path.name)
+    except ModelFileError:
         if not supported:
             return None  # metadata-only: the llama.cpp runner may still know this architecture
-        raise ModelFileError(f"{model.path.name}: {exc}") from None
+        raise
+    if supported:
+        try:
+            check_tensor_shapes(hp, shapes)
+        except ModelFileError as exc:
+            raise ModelFileError(f"{model.path.name}: {exc}") from None
     return hp
 
 
@@ -285,10 +276,11 @@ def _split_parts(
     path: Path, header: GGUFHeader, buf: mmap.mmap
 ) -> list[tuple[Path, mmap.mmap, GGUFHeader]]:
     """All shards of a gguf-split model (split.count > 1), each validated; [first] otherwise."""
-    count = header.metadata.get("split.count", 1)
-    if not isinstance(count, int) or count <= 1:
+    fields = Fields(header.metadata, path.name)
+    count = fields.integer("split.count", 1, hi=99999)  # gguf-split names shards with 5 digits
+    if count <= 1:
         return [(path, buf, header)]
-    if header.metadata.get("split.no", 0) != 0:
+    if fields.integer("split.no", 0, hi=99999) != 0:
         raise ModelFileError(f"{path.name}: a later shard of a split model; open the first shard")
     match = _SPLIT_NAME.fullmatch(path.name)
     if match is None or int(match["count"]) != count:
@@ -302,10 +294,10 @@ def _split_parts(
             raise ModelFileError(f"{path.name}: missing shard {shard.name} of {count}")
         shard_buf = _map(shard)
         shard_header = parse_gguf_header(shard_buf, shard.name)
-        if shard_header.metadata.get("split.no") != index - 1:
+        if Fields(shard_header.metadata, shard.name).integer("split.no", hi=99999) != index - 1:
             raise ModelFileError(f"{shard.name}: split.no is not {index - 1}")
         parts.append((shard, shard_buf, shard_header))
-    declared = header.metadata.get("split.tensors.count")
+    declared = fields.opt_integer("split.tensors.count")
     found = sum(len(h.tensors) for _, _, h in parts)
     if declared is not None and declared != found:
         raise ModelFileError(f"{path.name}: split.tensors.count is {declared}, shards hold {found}")

@@ -2,7 +2,10 @@
 
 Public API:
     parse_gguf_header(buf, name) -> GGUFHeader      raises ModelFileError("<name>: <reason>")
-    GGUFHeader, TensorInfo, ArrayRef                what it found
+    parse_gguf_metadata(buf, name, partial=False)   the key/values only; partial: buf may be the
+                                                    file's first bytes (a Hub range request), and
+                                                    reading stops at the last complete entry
+    GGUFHeader, ArrayRef, TensorInfo (gguf_tensor_info.py)   what it found
     read_array(buf, ref) -> list | numpy.ndarray    a large metadata array, decoded on demand
 
 Every length and count read from the file is checked against the bytes left before anything is
@@ -21,14 +24,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ember.models.errors import ModelFileError
+from ember.models.files.gguf_tensor_info import TensorInfo, read_tensor_infos
 
 MAX_ALIGNMENT = 1 << 16
 DEFAULT_ALIGNMENT = 32
 MAX_KEY_BYTES = 65535
-MAX_NAME_BYTES = 63  # GGML_MAX_NAME is 64 including the terminating NUL
-MAX_DIMS = 4
 SMALL_ARRAY = 1024  # arrays up to this many items are decoded into the metadata dict
-_INT64_MAX = (1 << 63) - 1
 
 T_UINT8, T_INT8, T_UINT16, T_INT16, T_UINT32, T_INT32, T_FLOAT32, T_BOOL = range(8)
 T_STRING, T_ARRAY, T_UINT64, T_INT64, T_FLOAT64 = range(8, 13)
@@ -48,7 +49,6 @@ _SCALAR: dict[int, tuple[str, int, str]] = {
 }
 _U64 = struct.Struct("<Q")
 _MIN_KV_BYTES = 8 + 1 + 4 + 1  # key length, 1-byte key, type, smallest value
-_MIN_TENSOR_BYTES = 8 + 1 + 4 + 8 + 4 + 8  # name length, 1-byte name, n_dims, one ne, type, offset
 
 
 @dataclass(frozen=True)
@@ -63,18 +63,6 @@ class ArrayRef:
 
 
 @dataclass(frozen=True)
-class TensorInfo:
-    """One tensor's header entry, validated: ne in ggml order (innermost first)."""
-
-    name: str
-    ne: tuple[int, ...]
-    qtype: int
-    offset: int  # absolute byte offset in the file
-    nbytes: int
-    n_elements: int
-
-
-@dataclass(frozen=True)
 class GGUFHeader:
     """Everything the header says, after every bound was checked."""
 
@@ -85,6 +73,10 @@ class GGUFHeader:
     alignment: int
     data_offset: int
     file_size: int
+
+
+class _Truncated(ModelFileError):
+    """The bytes end inside a structure (a whole file: an error; a prefix: where to stop)."""
 
 
 class _Cursor:
@@ -101,8 +93,9 @@ class _Cursor:
 
     def need(self, nbytes: int, what: str) -> None:
         if nbytes > self.size - self.pos:
-            raise self.fail(
-                f"truncated: {what} needs {nbytes} bytes at offset {self.pos}, file has {self.size}"
+            raise _Truncated(
+                f"{self.name}: truncated: {what} needs {nbytes} bytes at offset {self.pos}, "
+                f"file has {self.size}"
             )
 
     def scalar(self, vtype: int, what: str) -> Any:
@@ -156,8 +149,9 @@ def _read_array(cur: _Cursor, key: str) -> list[Any] | ArrayRef:
     count = cur.u64(f"{what} count")
     min_width = 8 if elem == T_STRING else _SCALAR[elem][1]
     if count > (cur.size - cur.pos) // min_width:
-        raise cur.fail(
-            f"truncated: {what} declares {count} items, only {cur.size - cur.pos} bytes left"
+        raise _Truncated(
+            f"{cur.name}: truncated: {what} declares {count} items, "
+            f"only {cur.size - cur.pos} bytes left"
         )
     start = cur.pos
     if count <= SMALL_ARRAY:
@@ -210,45 +204,6 @@ def _alignment(cur: _Cursor, md: dict[str, Any]) -> int:
     return value
 
 
-def _read_tensor_info(cur: _Cursor, index: int) -> tuple[str, tuple[int, ...], int, int]:
-    name = cur.string(f"tensor {index} name", MAX_NAME_BYTES)
-    if not name:
-        raise cur.fail(f"tensor {index} has an empty name")
-    n_dims = cur.u32(f"tensor {name} n_dims")
-    if not 1 <= n_dims <= MAX_DIMS:
-        raise cur.fail(f"tensor {name}: {n_dims} dimensions, expected 1..{MAX_DIMS}")
-    ne = tuple(cur.u64(f"tensor {name} dim {d}") for d in range(n_dims))
-    qtype = cur.u32(f"tensor {name} type")
-    offset = cur.u64(f"tensor {name} offset")
-    return name, ne, qtype, offset
-
-
-def _tensor_bytes(cur: _Cursor, name: str, ne: tuple[int, ...], qtype: int) -> tuple[int, int]:
-    """(n_elements, nbytes) with overflow and block-size checks."""
-    from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
-
-    try:
-        block, type_size = GGML_QUANT_SIZES[GGMLQuantizationType(qtype)]
-    except (ValueError, KeyError):
-        raise cur.fail(f"tensor {name}: unknown tensor type {qtype}") from None
-    n_elements = 1
-    for dim in ne:
-        if dim == 0:
-            raise cur.fail(f"tensor {name}: zero dimension in {list(ne)}")
-        n_elements *= dim
-        if n_elements > _INT64_MAX:
-            raise cur.fail(f"tensor {name}: element count overflows int64 ({list(ne)})")
-    if ne[0] % block:
-        qname = GGMLQuantizationType(qtype).name
-        raise cur.fail(
-            f"tensor {name}: first dimension {ne[0]} is not a multiple of {qname} block {block}"
-        )
-    nbytes = n_elements // block * type_size
-    if nbytes > _INT64_MAX:
-        raise cur.fail(f"tensor {name}: byte size overflows int64")
-    return n_elements, nbytes
-
-
 def _check_version(cur: _Cursor) -> int:
     cur.need(4, "magic")
     magic = bytes(cur.buf[0:4])
@@ -262,52 +217,41 @@ def _check_version(cur: _Cursor) -> int:
     return version
 
 
-def parse_gguf_header(buf: Any, name: str) -> GGUFHeader:
-    """Parse and validate a GGUF header held in buf (bytes or mmap); ModelFileError on any fault."""
-    cur = _Cursor(buf, name)
+def _read_metadata(
+    cur: _Cursor, partial: bool
+) -> tuple[int, int, dict[str, Any], dict[str, ArrayRef]]:
+    """(version, tensor count, metadata, large arrays) from the start of the file."""
     version = _check_version(cur)
     n_tensors = cur.u64("tensor count")
     n_kv = cur.u64("metadata count")
     left = cur.size - cur.pos
-    if n_kv > left // _MIN_KV_BYTES:
+    if n_kv > left // _MIN_KV_BYTES and not partial:
         raise cur.fail(f"truncated: {n_kv} metadata entries declared, only {left} bytes left")
     md: dict[str, Any] = {}
     arrays: dict[str, ArrayRef] = {}
     for _ in range(n_kv):
-        _read_kv(cur, md, arrays)
+        try:
+            _read_kv(cur, md, arrays)
+        except _Truncated:
+            if not partial:
+                raise
+            break
+    return version, n_tensors, md, arrays
+
+
+def parse_gguf_metadata(buf: Any, name: str, partial: bool = False) -> dict[str, Any]:
+    """The metadata key/values (large arrays left out) of a GGUF file or, with partial, of
+    its first bytes: entries cut off by the end of buf are dropped, every other fault raises."""
+    return _read_metadata(_Cursor(buf, name), partial)[2]
+
+
+def parse_gguf_header(buf: Any, name: str) -> GGUFHeader:
+    """Parse and validate a GGUF header held in buf (bytes or mmap); ModelFileError on any fault."""
+    cur = _Cursor(buf, name)
+    version, n_tensors, md, arrays = _read_metadata(cur, partial=False)
     alignment = _alignment(cur, md)
-    left = cur.size - cur.pos
-    if n_tensors > left // _MIN_TENSOR_BYTES:
-        raise cur.fail(f"truncated: {n_tensors} tensors declared, only {left} bytes left")
-    raw = [_read_tensor_info(cur, i) for i in range(n_tensors)]
-    data_offset = -(-cur.pos // alignment) * alignment
-    tensors = _layout_tensors(cur, raw, alignment, data_offset)
+    tensors, data_offset = read_tensor_infos(cur, n_tensors, alignment)
     return GGUFHeader(version, md, arrays, tensors, alignment, data_offset, cur.size)
-
-
-def _layout_tensors(
-    cur: _Cursor, raw: list[tuple[str, tuple[int, ...], int, int]], alignment: int, data_offset: int
-) -> list[TensorInfo]:
-    seen: set[str] = set()
-    tensors: list[TensorInfo] = []
-    prev_end, prev_name = 0, ""
-    for name, ne, qtype, rel in raw:
-        if name in seen:
-            raise cur.fail(f"duplicate tensor name {name}")
-        seen.add(name)
-        n_elements, nbytes = _tensor_bytes(cur, name, ne, qtype)
-        if rel % alignment:
-            raise cur.fail(f"tensor {name}: offset {rel} is not aligned to {alignment}")
-        if rel < prev_end:
-            raise cur.fail(
-                f"tensor {name}: offset {rel} overlaps or precedes {prev_name} (ends at {prev_end})"
-            )
-        end = data_offset + rel + nbytes
-        if end > cur.size:
-            raise cur.fail(f"truncated: tensor {name} ends at byte {end}, file has {cur.size}")
-        tensors.append(TensorInfo(name, ne, qtype, data_offset + rel, nbytes, n_elements))
-        prev_end, prev_name = rel + nbytes, name
-    return tensors
 
 
 def read_array(buf: Any, ref: ArrayRef, name: str) -> Any:

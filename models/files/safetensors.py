@@ -7,11 +7,14 @@ Public API:
     SafetensorsModel                               folder, config, hparams, architecture, shards,
                                                    entries, tensor_names, tensor(name) -> torch.Tensor,
                                                    dtype_summary, n_params, total_bytes,
-                                                   tokenizer_files, tokenizer_config,
+                                                   hf_names (how the checkpoint spells the
+                                                   decoder's tensors), tokenizer_files,
+                                                   tokenizer_config (TokenizerConfig),
                                                    generation_config, chat_template(+_source),
                                                    supported / check_supported()
     refuse_pickle(path)                            ModelFileError for pickle checkpoints (never loaded)
     is_pickle_checkpoint(path) -> bool
+    optional_json(path) -> dict                    a JSON object file that may be absent
 
 Tensor names are the checkpoint's own (model.layers.0.self_attn.q_proj.weight ...); shapes are
 checked against the hyperparameters for llama, qwen2, qwen3 and gemma3.
@@ -20,15 +23,17 @@ checked against the hyperparameters for llama, qwen2, qwen3 and gemma3.
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ember.models.errors import ModelFileError
+from ember.models.files.fields import describe, read_json_file
 from ember.models.files.gguf import QuantStat
 from ember.models.files.hparams.hparams import SUPPORTED_ARCHS, ModelHParams
+from ember.models.files.hparams.tensors import HFNames
 from ember.models.files.pickles import is_pickle_checkpoint, refuse_pickle
 from ember.models.files.safetensors_header import SafetensorsEntry, read_safetensors_header
+from ember.models.files.tokenizer_config import TokenizerConfig, read_tokenizer_config
 
 if TYPE_CHECKING:
     import torch
@@ -43,28 +48,21 @@ TOKENIZER_FILES = (
     "special_tokens_map.json",
     "chat_template.jinja",
 )
-MAX_JSON_BYTES = 64 * 1024 * 1024
 
 
-def read_json(path: Path, what: str | None = None) -> Any:
-    """Parse a JSON file with a size cap; ModelFileError naming the file on any fault."""
-    label = what or path.name
-    try:
-        if path.stat().st_size > MAX_JSON_BYTES:
-            raise ModelFileError(f"{label}: larger than {MAX_JSON_BYTES} bytes")
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ModelFileError(f"{label}: missing") from None
-    except (OSError, ValueError, RecursionError) as exc:  # ValueError: bad UTF-8, JSON, huge ints
-        raise ModelFileError(f"{label}: not valid JSON ({exc})") from None
+def _json_object(path: Path, label: str) -> dict[str, Any]:
+    data = read_json_file(path, label)
+    if not isinstance(data, dict):
+        raise ModelFileError(f"{label}: must be a JSON object, got {describe(data)}")
+    return data
 
 
 def _shard_paths(folder: Path) -> tuple[list[Path], dict[str, str] | None]:
     """Shard files in order, and the index's weight map when the model is sharded."""
     index = folder / INDEX_FILE
     if index.exists():
-        data = read_json(index, f"{folder.name}/{INDEX_FILE}")
-        weight_map = data.get("weight_map") if isinstance(data, dict) else None
+        data = _json_object(index, f"{folder.name}/{INDEX_FILE}")
+        weight_map = data.get("weight_map")
         if not isinstance(weight_map, dict) or not weight_map:
             raise ModelFileError(f"{folder.name}/{INDEX_FILE}: no weight_map")
         names = sorted(set(weight_map.values()), key=str)
@@ -116,10 +114,9 @@ class SafetensorsModel:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        config = read_json(folder / "config.json", f"{folder.name}/config.json")
-        if not isinstance(config, dict):
-            raise ModelFileError(f"{folder.name}/config.json: not a JSON object")
-        self.config: dict[str, Any] = config
+        self.config: dict[str, Any] = _json_object(
+            folder / "config.json", f"{folder.name}/config.json"
+        )
         self.shards, weight_map = _shard_paths(folder)
         self.entries: dict[str, SafetensorsEntry] = _collect_entries(
             folder, self.shards, weight_map
@@ -127,13 +124,15 @@ class SafetensorsModel:
         self.tokenizer_files = {n: folder / n for n in TOKENIZER_FILES if (folder / n).is_file()}
         if "tokenizer.json" not in self.tokenizer_files:
             raise ModelFileError(f"{folder.name}: no tokenizer.json (Ember reads that form)")
-        self.tokenizer_config: dict[str, Any] = optional_json(folder / "tokenizer_config.json")
+        self.tokenizer_config: TokenizerConfig = read_tokenizer_config(folder)
         self.generation_config: dict[str, Any] | None = (
             optional_json(folder / "generation_config.json")
             if (folder / "generation_config.json").is_file()
             else None
         )
-        self.chat_template, self.chat_template_source = _chat_template(self)
+        self.chat_template = self.tokenizer_config.chat_template
+        self.chat_template_source = self.tokenizer_config.chat_template_source
+        self.hf_names = HFNames.of(self.entries)
         self.architecture, self.hparams = _hparams(self)
         self._handles: dict[Path, Any] = {}
 
@@ -201,45 +200,28 @@ def optional_json(path: Path) -> dict[str, Any]:
     """A JSON object file that may be absent ({}); ModelFileError if unreadable or not an object."""
     if not path.is_file():
         return {}
-    data = read_json(path, f"{path.parent.name}/{path.name}")
-    if not isinstance(data, dict):
-        raise ModelFileError(f"{path.parent.name}/{path.name}: not a JSON object")
-    return data
-
-
-def _chat_template(model: SafetensorsModel) -> tuple[str | None, str | None]:
-    """The template text and where it came from, or (None, None)."""
-    jinja = model.folder / "chat_template.jinja"
-    if jinja.is_file():
-        return jinja.read_text(encoding="utf-8", errors="replace"), "chat_template.jinja"
-    template = model.tokenizer_config.get("chat_template")
-    if isinstance(template, list):  # [{"name": "default", "template": ...}, ...]
-        named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
-        template = named.get("default")
-    if isinstance(template, str) and template:
-        return template, "tokenizer_config.json"
-    return None, None
+    return _json_object(path, f"{path.parent.name}/{path.name}")
 
 
 def _hparams(model: SafetensorsModel) -> tuple[str, ModelHParams | None]:
     from ember.models.files.hparams.from_hf import from_hf_config, hf_architecture
     from ember.models.files.hparams.tensors import check_tensor_shapes
 
-    name = model.folder.name
-    try:
-        arch = hf_architecture(model.config)
-    except ModelFileError as exc:
-        raise ModelFileError(f"{name}: {exc}") from None
+    source = f"{model.folder.name}/config.json"
+    arch = hf_architecture(model.config, source)
     if arch not in SUPPORTED_ARCHS:
         return arch, None
+    hp = from_hf_config(model.config, source)
+    text_config = model.config.get("text_config")
+    if not any(  # older configs omit the default: the checkpoint's own tensors decide
+        isinstance(c, dict) and "tie_word_embeddings" in c for c in (model.config, text_config)
+    ):
+        hp = dataclasses.replace(hp, tie_embeddings=model.hf_names.head not in model.entries)
+    shapes = {n: e.shape for n, e in model.entries.items()}
     try:
-        hp = from_hf_config(model.config)
-        if "tie_word_embeddings" not in model.config:  # older configs omit the default
-            hp = dataclasses.replace(hp, tie_embeddings="lm_head.weight" not in model.entries)
-        shapes = {n: e.shape for n, e in model.entries.items()}
-        check_tensor_shapes(hp, shapes, hf_names=True)
+        check_tensor_shapes(hp, shapes, model.hf_names)
     except ModelFileError as exc:
-        raise ModelFileError(f"{name}: {exc}") from None
+        raise ModelFileError(f"{model.folder.name}: {exc}") from None
     return arch, hp
 
 
@@ -253,8 +235,3 @@ def open_safetensors(folder: str | Path) -> SafetensorsModel:
     return SafetensorsModel(folder)
 
 
-def token_text(value: object) -> str | None:
-    """A special token as tokenizer_config.json spells it: a string or {"content": ...}."""
-    if isinstance(value, dict):
-        value = value.get("content")
-    return value if isinstance(value, str) else None

@@ -12,7 +12,6 @@ optional "__metadata__" object of strings.
 
 from __future__ import annotations
 
-import json
 import math
 import struct
 from dataclasses import dataclass
@@ -20,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from ember.models.errors import ModelFileError
+from ember.models.files.fields import describe, parse_json
+from ember.models.files.pickles import refuse_pickle
 
 MAX_HEADER_BYTES = 100 * 1024 * 1024  # the safetensors library's own cap
 DTYPE_BYTES: dict[str, int] = {
@@ -82,10 +83,7 @@ def _read_json_header(path: Path) -> tuple[Any, int, int]:
         raise ModelFileError(f"{path.name}: missing shard file") from None
     except OSError as exc:
         raise ModelFileError(f"{path.name}: cannot read: {exc}") from None
-    try:
-        return json.loads(text.decode("utf-8")), 8 + length, size
-    except (ValueError, RecursionError) as exc:  # ValueError: bad UTF-8, JSON, huge ints
-        raise ModelFileError(f"{path.name}: header is not valid JSON ({exc})") from None
+    return parse_json(text, f"{path.name}: header", MAX_HEADER_BYTES), 8 + length, size
 
 
 def _entry(path: Path, name: str, raw: Any, data_start: int, size: int) -> SafetensorsEntry:
@@ -93,19 +91,19 @@ def _entry(path: Path, name: str, raw: Any, data_start: int, size: int) -> Safet
     if not isinstance(raw, dict):
         raise ModelFileError(f"{where}: entry is not an object")
     dtype, shape, offsets = raw.get("dtype"), raw.get("shape"), raw.get("data_offsets")
-    if dtype not in DTYPE_BYTES:
-        raise ModelFileError(f"{where}: unknown dtype {dtype!r}")
+    if not isinstance(dtype, str) or dtype not in DTYPE_BYTES:
+        raise ModelFileError(f"{where}: dtype: unknown dtype {describe(dtype)}")
     if not isinstance(shape, list) or not all(
-        isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape
+        isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 1 << 63 for d in shape
     ):
-        raise ModelFileError(f"{where}: shape {shape!r} is not a list of sizes")
+        raise ModelFileError(f"{where}: shape: {describe(shape)} is not a list of sizes")
     if (
         not isinstance(offsets, list)
         or len(offsets) != 2
         or not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)
         or not 0 <= offsets[0] <= offsets[1]
     ):
-        raise ModelFileError(f"{where}: bad data_offsets {offsets!r}")
+        raise ModelFileError(f"{where}: data_offsets: bad value {describe(offsets)}")
     begin, end = data_start + offsets[0], data_start + offsets[1]
     if end > size:
         raise ModelFileError(
@@ -120,7 +118,9 @@ def _entry(path: Path, name: str, raw: Any, data_start: int, size: int) -> Safet
 
 
 def read_safetensors_header(path: Path) -> dict[str, SafetensorsEntry]:
-    """Validate one .safetensors file's header against its size; name -> entry."""
+    """Validate one .safetensors file's header against its size; name -> entry.
+    A pickle checkpoint under a .safetensors name (a torch zip) is refused as one."""
+    refuse_pickle(path)
     header, data_start, size = _read_json_header(path)
     if not isinstance(header, dict):
         raise ModelFileError(f"{path.name}: header is not a JSON object")

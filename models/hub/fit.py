@@ -6,7 +6,6 @@ KV bytes = 2 (K and V) x layers x kv_heads x head_dim x context x 2 bytes (f16 c
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import shutil
@@ -93,9 +92,13 @@ def memory_bytes() -> tuple[int | None, int | None]:
 
 def shape_from_gguf_header(header: bytes) -> Shape | None:
     """KV-relevant hyperparameters from the first bytes of a GGUF file."""
-    from ember.models.registry.probe import scan_gguf_scalars
+    from ember.models.errors import ModelFileError
+    from ember.models.files.gguf_header import parse_gguf_metadata
 
-    kv = scan_gguf_scalars(io.BytesIO(header))
+    try:  # the first bytes of the file: entries past their end are left out
+        kv = parse_gguf_metadata(header, "GGUF header", partial=True)
+    except ModelFileError:
+        return None
     arch = kv.get("general.architecture")
     if not arch:
         return None

@@ -81,12 +81,18 @@ class Puller:
 
     def pull(self, ref_text: str, plan: PullPlan | None = None) -> PullResult:
         """Pull a reference (org/repo[:QUANT], org/repo/file.gguf or a catalog name)."""
-        from ember.models.registry.starter import STARTER_NAME, starter_installed
+        from ember.models.registry.starter import STARTER_NAME, STARTER_SIBLING, starter_installed
 
         if ref_text == STARTER_NAME and starter_installed():
             resolved = self.registry.resolve(STARTER_NAME)
             self.on_note(f"{STARTER_NAME} is the packaged starter model: nothing to download")
             return PullResult(self.registry.get(resolved.name), 0, "starter")
+        if ref_text == STARTER_NAME:
+            raise DownloadError(
+                f"{STARTER_NAME} is the packaged starter model (pretrained), not a download: "
+                f"pip install 'ember[starter]', or pull its instruction-tuned sibling "
+                f"{STARTER_SIBLING}"
+            )
         ref, alias = _parse(ref_text)
         if self.offline:
             result = self._pull_offline(ref)

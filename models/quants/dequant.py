@@ -1,10 +1,9 @@
-"""GGUF tensor formats -> torch: exact dequantizers, and (in quants_repack) the runner's packing.
+"""GGUF tensor formats -> torch: exact dequantizers (the torch runner packs from these).
 
 API:
     dequantize(raw, qtype, shape) -> float32 tensor of `shape`
     dequantize_rows(raw, qtype, shape, row_ids) -> float32 (len(row_ids), cols), touching only
         those rows' bytes (embedding lookups straight from the mmap)
-    repack / matmul / auto_target / PackedWeight: see ember.models.quants.repack (re-exported)
 
 `shape` is in numpy order (rows, cols) (or (..., cols)): cols is ggml's ne0, the innermost,
 block-quantized dimension. `raw` is a uint8 numpy array or torch tensor holding exactly the
@@ -17,7 +16,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
@@ -26,9 +25,6 @@ from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 from ember.models.errors import ModelFileError
 from ember.models.quants import k_quants as k
 from ember.models.quants import legacy
-
-if TYPE_CHECKING:
-    from ember.models.quants.repack import PackedWeight
 
 T = GGMLQuantizationType
 BlockFn = Callable[[torch.Tensor], torch.Tensor]
@@ -163,19 +159,9 @@ def dequantize_rows(
     return _dequantize_rows_into(out, picked, qtype)
 
 
-def __getattr__(name: str) -> Any:
-    """Re-export the repacking API lazily (it is a separate module to keep files small)."""
-    if name in ("repack", "matmul", "auto_target", "PackedWeight", "packed_to_float"):
-        from ember.models.quants import repack as quants_repack
-
-        return getattr(quants_repack, name)
-    raise AttributeError(name)
-
-
 __all__ = [
     "DEQUANTIZERS",
     "SUPPORTED_TYPES",
-    "PackedWeight",
     "block_layout",
     "byte_rows",
     "chunk_rows",

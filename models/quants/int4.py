@@ -1,7 +1,12 @@
-"""GGUF formats -> torch's int4 group-32 form: w = (q - 8) * scale + zero, q in 0..15.
+"""GGUF formats -> int4 group-32 math: w = (q - 8) * scale + zero, q in 0..15, per group of 32.
 
 That is the convention of `_weight_int4pack_mm(_for_cpu)` (checked against the op itself in
-tests/models/quants/test_repack.py), with scales and zeros stored per (group, output row).
+tests/engine/runners/torch/test_pack.py). The torch runner's converter
+(engine/runners/torch/layers/quantize.py) reads codes from here:
+    EXACT_AFFINE[qtype](blocks) -> (q, a, b)        Q4_0 / Q4_1 / Q4_K groups, exactly
+    fit_affine(w) -> (a, b)                          least-squares 4-bit grid per group
+    int4x2_groups(qtype, blocks, dequant, dtype)     two int4 parts summing to a 5/8-bit weight
+    to_int4, dequant_int4                            a grid's codes, and back to float
 
 Each source group of 32 weights is first written in an affine form w = q * a + b:
   * exact for the GGUF 4-bit formats whose groups are affine with 32 elements:
@@ -43,13 +48,6 @@ EXACT_AFFINE: dict[GGMLQuantizationType, AffineFn] = {
 }
 
 
-def exact_int4(qtype: GGMLQuantizationType, blocks: torch.Tensor, dtype: torch.dtype) -> Int4Part:
-    """uint8 blocks of an EXACT_AFFINE type -> its own q with scale a and zero b + 8 a in dtype."""
-    q, a, b = EXACT_AFFINE[qtype](blocks)
-    a, b = a.reshape(-1), b.reshape(-1)
-    return q.reshape(-1, GROUP_SIZE).to(torch.int32), a.to(dtype), (b + 8.0 * a).to(dtype)
-
-
 def _nearest_q(w: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Nearest level index 0..15 of the grid b + q a for each w (q = 0 where a == 0)."""
     inv = torch.where(a == 0, 0.0, 1.0 / torch.where(a == 0, 1.0, a))  # (G, 1): cheap
@@ -85,19 +83,6 @@ def to_int4(w: torch.Tensor, a: torch.Tensor, b: torch.Tensor, dtype: torch.dtyp
     # Re-pick q on the rounded grid z + (q - 8) s, i.e. b' = z - 8 s (s == 0: every q gives z).
     q = _nearest_q(w, s, z - 8.0 * s)
     return q.to(torch.int32), scale.reshape(-1), zero.reshape(-1)
-
-
-def int4_groups(
-    qtype: GGMLQuantizationType,
-    blocks: torch.Tensor,
-    dequant: Callable[[torch.Tensor], torch.Tensor],
-    dtype: torch.dtype,
-) -> Int4Part:
-    """Blocks of whole rows -> int4 (q (G, 32), scale (G,), zero (G,)), exact where possible."""
-    if qtype in EXACT_AFFINE:
-        return exact_int4(qtype, blocks, dtype)
-    w = dequant(blocks).reshape(-1, GROUP_SIZE)
-    return to_int4(w, *fit_affine(w), dtype)
 
 
 # int4x2: two int4 weights whose sum is the 5/8-bit weight, w = a u + b with u = 16 h + l:

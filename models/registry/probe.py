@@ -1,37 +1,23 @@
 """What a local path holds, cheaply: its format, size, architecture and (cached) SHA-256.
 
 Full validation is models/files/inspect.py's job; this only reads what the registry needs to name and
-find a model without parsing whole vocabularies (a GGUF header's scalars, a config.json).
+find a model: the GGUF metadata (models/files' bounded parser; vocabularies stay unread) or
+config.json (the same typed reader as every other path).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
+import mmap
 import re
-import struct
 from pathlib import Path
-from typing import BinaryIO
 
-from ember.models.errors import RegistryError
+from ember.models.errors import ModelFileError, RegistryError
+from ember.models.files.fields import read_json_file
+from ember.models.files.gguf_header import parse_gguf_metadata
+from ember.models.files.hparams.from_hf import hf_architecture
 
 SPLIT_GGUF = re.compile(r"^(?P<stem>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$")
-_MAX_KVS_SCANNED = 256
-_MAX_STRING_BYTES = 1 << 20
-# GGUF value types -> struct format of a scalar (8 = string, 9 = array handled apart).
-_SCALARS = {
-    0: "B",
-    1: "b",
-    2: "H",
-    3: "h",
-    4: "I",
-    5: "i",
-    6: "f",
-    7: "?",
-    10: "Q",
-    11: "q",
-    12: "d",
-}
 
 
 def detect_format(path: Path) -> str:
@@ -82,78 +68,27 @@ def default_name(path: Path, fmt: str) -> str:
     return (path if path.is_dir() else path.parent).name
 
 
-def _read_exact(f: BinaryIO, count: int) -> bytes:
-    data = f.read(count)
-    if len(data) != count:
-        raise ValueError("truncated header")
-    return data
-
-
-def _read_value(f: BinaryIO, vtype: int) -> object:
-    if vtype in _SCALARS:
-        fmt = "<" + _SCALARS[vtype]
-        return struct.unpack(fmt, _read_exact(f, struct.calcsize(fmt)))[0]
-    if vtype == 8:
-        (length,) = struct.unpack("<Q", _read_exact(f, 8))
-        if length > _MAX_STRING_BYTES:
-            raise ValueError("string too long")
-        return _read_exact(f, length).decode("utf-8", "replace")
-    if vtype == 9:  # array: skip it, the registry needs no arrays
-        item_type, count = struct.unpack("<IQ", _read_exact(f, 12))
-        if item_type in _SCALARS:
-            f.seek(count * struct.calcsize("<" + _SCALARS[item_type]), 1)
-        elif item_type == 8:
-            for _ in range(count):
-                (length,) = struct.unpack("<Q", _read_exact(f, 8))
-                f.seek(length, 1)
-        else:
-            raise ValueError("nested array")
-        return None
-    raise ValueError(f"unknown value type {vtype}")
-
-
-def gguf_scalars(path: Path) -> dict[str, object]:
-    """The scalar key/values of a GGUF header (arrays skipped); {} if it is not readable."""
-    try:
-        with path.open("rb") as f:
-            return scan_gguf_scalars(f)
-    except OSError:
-        return {}
-
-
-def scan_gguf_scalars(f: BinaryIO) -> dict[str, object]:
-    """Scalar key/values from a GGUF header stream; stops quietly where the bytes end."""
-    out: dict[str, object] = {}
-    try:
-        magic, _version, _tensors, kv_count = struct.unpack("<4sIQQ", _read_exact(f, 24))
-        if magic != b"GGUF":
-            return {}
-        for _ in range(min(kv_count, _MAX_KVS_SCANNED)):
-            (key_len,) = struct.unpack("<Q", _read_exact(f, 8))
-            if key_len > 65536:
-                break
-            key = _read_exact(f, key_len).decode("utf-8", "replace")
-            (vtype,) = struct.unpack("<I", _read_exact(f, 4))
-            value = _read_value(f, vtype)
-            if value is not None:
-                out[key] = value
-    except (OSError, ValueError, struct.error):
-        return out
-    return out
-
-
 def peek_architecture(path: Path, fmt: str) -> str | None:
-    """The architecture name from the GGUF header or config.json, or None when unknown."""
-    if fmt == "gguf":
-        arch = gguf_scalars(path).get("general.architecture")
-        return str(arch) if arch else None
-    folder = path if path.is_dir() else path.parent
+    """The architecture from the GGUF metadata or config.json (models/files' own readers, so a
+    hostile file costs one bounded parse), or None when it cannot be read."""
     try:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        if fmt == "gguf":
+            return _gguf_architecture(path)
+        folder = path if path.is_dir() else path.parent
+        config = read_json_file(folder / "config.json", f"{folder.name}/config.json")
+        return hf_architecture(config) if isinstance(config, dict) else None
+    except ModelFileError:
         return None
-    model_type = config.get("model_type") if isinstance(config, dict) else None
-    return str(model_type) if model_type else None
+
+
+def _gguf_architecture(path: Path) -> str | None:
+    try:
+        with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+            metadata = parse_gguf_metadata(buf, path.name)
+    except (OSError, ValueError):  # unreadable, or empty (mmap refuses 0 bytes)
+        return None
+    arch = metadata.get("general.architecture")
+    return arch if isinstance(arch, str) and arch else None
 
 
 def sha256_file(path: Path, block_bytes: int = 1 << 22) -> str:

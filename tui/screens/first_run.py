@@ -1,4 +1,8 @@
-"""First run: no models yet. Offer the packaged starter model, else the curated list."""
+"""First run: no models yet. Offer the packaged starter model, else the curated list.
+
+The starter is a base (pretrained) model that Ember chats with through a few-shot scaffold
+(models/text/chat_format.py); the screen says so and, unless the Hub is off, offers to download
+its instruction-tuned sibling of the same size from the curated catalog."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Label
 
 from ember.errors import EmberError
+from ember.tui.model_catalog import human_size
 
 if TYPE_CHECKING:
     from ember.tui.app import EmberApp
@@ -21,10 +26,14 @@ if TYPE_CHECKING:
 class FirstRunScreen(ModalScreen[None]):
     """Welcome dialog shown when the registry has no models."""
 
+    DEFAULT_CSS = """
+    FirstRunScreen .note { width: 100%; }
+    """
     BINDINGS = [
         Binding("escape", "skip", "Skip"),
         Binding("s", "starter", "Starter model"),
         Binding("m", "browse", "Browse models"),
+        Binding("i", "sibling", "Instruction-tuned sibling"),
     ]
 
     @property
@@ -39,7 +48,24 @@ class FirstRunScreen(ModalScreen[None]):
                 yield Label(
                     "The starter model (Gemma 3 270M, 253 MB) is installed and works offline."
                 )
+                yield Label(
+                    "It is a base (pretrained) model, not tuned to follow instructions: Ember "
+                    "chats with it by continuing a few-shot conversation, so expect short "
+                    "answers to simple questions.",
+                    id="base-model-note",
+                    classes="note",
+                )
                 yield Button("Use the starter model (s)", id="starter", variant="primary")
+                sibling = self.ember.catalog.starter_sibling()
+                if sibling is not None:
+                    repo, quant = sibling
+                    yield Label(
+                        f"Its instruction-tuned sibling ({repo.repo_id} {quant.quant}, "
+                        f"{human_size(quant.size_bytes)}) follows instructions better; "
+                        "download it from the Hub:",
+                        classes="note",
+                    )
+                    yield Button("Download the instruction-tuned sibling (i)", id="sibling")
             else:
                 yield Label("Pick a model to download from the curated list:")
                 for repo in self.ember.catalog.curated():
@@ -70,6 +96,17 @@ class FirstRunScreen(ModalScreen[None]):
         assert worker.result is not None
         return worker.result.name
 
+    def action_sibling(self) -> None:
+        """Open the models screen with the sibling's download running (progress, cancel)."""
+        from ember.tui.screens.models import ModelsScreen
+
+        sibling = self.ember.catalog.starter_sibling()
+        if sibling is None:
+            return
+        repo, quant = sibling
+        self.dismiss()
+        self.app.push_screen(ModelsScreen(download=(repo.repo_id, quant.filename)))
+
     def action_browse(self) -> None:
         self.dismiss()
         self.ember.action_models()
@@ -81,6 +118,8 @@ class FirstRunScreen(ModalScreen[None]):
     def _pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "starter":
             self.action_starter()
+        elif event.button.id == "sibling":
+            self.action_sibling()
         elif event.button.id == "browse":
             self.action_browse()
         else:

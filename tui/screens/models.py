@@ -47,6 +47,10 @@ class ModelsScreen(Screen[None]):
         Binding("u", "use", "Use in chat"),
     ]
 
+    def __init__(self, download: tuple[str, str] | None = None) -> None:
+        super().__init__()
+        self.initial_download = download  # (repo_id, file or quant label) to start on mount
+
     @property
     def ember(self) -> EmberApp:
         return self.app  # type: ignore[return-value]
@@ -75,6 +79,8 @@ class ModelsScreen(Screen[None]):
             self._show_offline()
         self._show_repos(self.ember.catalog.curated())
         self.query_one("#local", DataTable).focus()
+        if self.initial_download is not None:
+            self.run_worker(self.start_download(*self.initial_download), group="downloads")
 
     def refresh_local(self) -> None:
         """Re-read the registry."""
@@ -183,7 +189,12 @@ class ModelsScreen(Screen[None]):
 
     @on(DataTable.RowSelected, "#quants")
     async def _pick_quant(self, event: DataTable.RowSelected) -> None:
-        row = DownloadRow(self.quant_repo, str(event.row_key.value))
+        await self.start_download(self.quant_repo, str(event.row_key.value))
+
+    async def start_download(self, repo_id: str, filename: str) -> None:
+        """A download row for repo_id's file (or quant label), started now (the first-run
+        screen's offer of the starter's sibling comes here too)."""
+        row = DownloadRow(repo_id, filename)
         await self.query_one("#downloads").mount(row)
         row.focus()
         self._download(row)

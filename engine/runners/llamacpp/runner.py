@@ -135,9 +135,11 @@ class LlamaCppRunner:
     ) -> LlamaCppRunner:
         """Load a GGUF file; options map threads/device, overrides set LlamaCppConfig fields;
         digest (app's ModelFiles.digest) becomes info.model_digest (it keys disk snapshots)."""
+        from ember.models.files.gguf import open_gguf
         from ember.models.text.tokenizers.base import open_tokenizer
 
         path = Path(path)
+        open_gguf(path)  # the bounded checks `ember show` makes, before llama.cpp parses it
         config = LlamaCppConfig.from_options(options) if options else LlamaCppConfig()
         config = dataclasses.replace(config, **overrides)
         model = load_model(path, config.gpu_layers, config.use_mmap, config.use_mlock)

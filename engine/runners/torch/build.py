@@ -94,7 +94,7 @@ class _Builder:
     def layer(self, i: int) -> DecoderLayer:
         p, cfg, fmt = f"blk.{i}.", self.cfg, self.opts.weight_format
         permute = None
-        if self.src.kind == "gguf" and self.src.spec.gguf_permuted_qk:
+        if cfg.unpermute_qk:
             permute = {p + "attn_q": cfg.n_heads, p + "attn_k": cfg.n_kv_heads}
         w = LayerWeights(
             attn_norm=self.norm(p + "attn_norm.weight"),

@@ -1,22 +1,36 @@
-"""The torch runner's model description: sizes, per-layer attention kind and RoPE, built from
-GGUF metadata or a Hugging Face config.json (both readers live in arch/)."""
+"""The torch runner's switches, mapped from the one model description (models/files' ModelHParams).
+
+Public API:
+    RopeParams                  one RoPE flavour as layers/rope.py computes it
+    ModelConfig                 everything the generic decoder needs
+    model_config(hp, spec)      the mapping: ModelHParams (+ the architecture's ArchSpec) -> config
+
+Nothing here reads a file: the description was validated once in models/files, and this only
+translates it (RoPE defaults filled in, per-layer sliding flags spelled out, gemma's embedding
+scale and sandwich norms from the ArchSpec).
+"""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ember.engine.errors import EngineError
 
-ROPE_KINDS = ("default", "linear", "dynamic", "yarn", "llama3")
+if TYPE_CHECKING:
+    from ember.engine.runners.torch.arch.spec import ArchSpec
+    from ember.models.files.hparams.hparams import ModelHParams
+
+ROPE_KINDS = ("none", "linear", "dynamic", "yarn", "llama3")  # ModelHParams' RopeScaling.kind
 
 
 @dataclass(frozen=True)
 class RopeParams:
-    """One RoPE flavour: base, scaling kind and its knobs (HF `rope_parameters` semantics)."""
+    """One RoPE flavour: base, scaling kind and its knobs (transformers' semantics)."""
 
     theta: float = 10000.0
-    kind: str = "default"
+    kind: str = "none"
     factor: float = 1.0
     original_context: int | None = None  # trained context before scaling
     low_freq_factor: float = 1.0  # llama3
@@ -30,8 +44,8 @@ class RopeParams:
             raise EngineError(
                 f"RoPE scaling {self.kind!r} is not supported: use one of {ROPE_KINDS}"
             )
-        if not (math.isfinite(self.theta) and self.theta > 0 and self.factor > 0):
-            raise EngineError(f"RoPE theta={self.theta} factor={self.factor}: must be > 0")
+        if not (math.isfinite(self.theta) and self.theta > 1 and self.factor > 0):
+            raise EngineError(f"RoPE theta={self.theta} factor={self.factor}: out of range")
 
 
 @dataclass(frozen=True)
@@ -62,6 +76,7 @@ class ModelConfig:
     attn_softcap: float | None = None
     final_softcap: float | None = None
     tie_embeddings: bool = False
+    unpermute_qk: bool = False  # GGUF llama: undo the converter's Q/K row permutation at load
 
     def __post_init__(self) -> None:
         for name in ("n_layers", "hidden_size", "ffn_size", "n_heads", "n_kv_heads", "head_dim"):
@@ -95,3 +110,62 @@ class ModelConfig:
     def kv_bytes_per_token(self) -> int:
         """K and V bytes per token over all layers, at 2 bytes per element (bf16)."""
         return 2 * self.n_layers * self.n_kv_heads * self.head_dim * 2
+
+
+def _rope(hp: ModelHParams) -> RopeParams:
+    s = hp.rope_scaling
+    knobs = {  # absent knobs keep RopeParams' defaults (transformers' own)
+        name: value
+        for name, value in (
+            ("low_freq_factor", s.low_freq_factor),
+            ("high_freq_factor", s.high_freq_factor),
+            ("beta_fast", s.beta_fast),
+            ("beta_slow", s.beta_slow),
+        )
+        if value is not None
+    }
+    return RopeParams(
+        theta=hp.rope_theta,
+        kind=s.kind,
+        factor=s.factor,
+        original_context=s.original_context_length,
+        attn_factor=s.attn_factor,
+        **knobs,
+    )
+
+
+def model_config(hp: ModelHParams, spec: ArchSpec) -> ModelConfig:
+    """The decoder's switches for a validated description (EngineError if we cannot build it)."""
+    if hp.head_dim_v != hp.head_dim:
+        raise EngineError(
+            f"{hp.architecture}: value heads of {hp.head_dim_v} and key heads of {hp.head_dim}: "
+            "the torch runner needs them equal"
+        )
+    sliding = tuple(hp.is_sliding(i) for i in range(hp.n_layers))
+    return ModelConfig(
+        arch=hp.architecture,
+        n_layers=hp.n_layers,
+        hidden_size=hp.hidden_size,
+        ffn_size=hp.ffn_size,
+        n_heads=hp.n_heads,
+        n_kv_heads=hp.n_kv_heads,
+        head_dim=hp.head_dim,
+        vocab_size=hp.vocab_size,
+        context_length=hp.context_length,
+        norm_eps=hp.norm_eps,
+        rope=_rope(hp),
+        rope_local=RopeParams(theta=hp.rope_local_theta) if hp.rope_local_theta else None,
+        sliding_window=hp.sliding_window if any(sliding) else None,
+        layer_sliding=sliding if any(sliding) else (),
+        qkv_bias=hp.qkv_bias,
+        qk_norm=hp.qk_norm,
+        sandwich_norms=spec.sandwich_norms,
+        norm_offset=hp.norm_weight_offset,
+        embed_scale=math.sqrt(hp.hidden_size) if spec.embed_scale else 1.0,
+        activation=hp.hidden_act,
+        attn_scale=hp.attn_scale,
+        attn_softcap=hp.attn_logit_softcap,
+        final_softcap=hp.final_logit_softcap,
+        tie_embeddings=hp.tie_embeddings,
+        unpermute_qk=hp.rope_interleaved,
+    )

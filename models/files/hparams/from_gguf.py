@@ -1,114 +1,104 @@
 """ModelHParams from GGUF metadata keys (`{arch}.block_count`, `{arch}.attention.head_count_kv`, ...).
 
 Defaults follow llama.cpp (llama-model.cpp) where a key is optional: head_count_kv = head_count,
-key_length = embedding_length / head_count, value_length = key_length, rope.freq_base = 10000.
-gemma3 hard-codes what its GGUF files leave out: a 10000 RoPE base on sliding layers and every
-6th layer global.
+key_length = embedding_length / head_count, value_length = key_length, rope.freq_base = 10000,
+rope.scaling.type = linear (a factor of 0 or 1, or none at all, means no scaling; the old key
+rope.scale_linear stands in for rope.scaling.factor). gemma3 hard-codes what its GGUF files leave
+out: a 10000 RoPE base on sliding layers and every 6th layer global. Every key is read through
+Fields: a wrong type or range is one ModelFileError naming the file and the key.
 """
 
 from __future__ import annotations
 
 from ember.models.errors import ModelFileError
-from ember.models.files.hparams.hparams import ModelHParams, RopeScaling
+from ember.models.files.fields import REQUIRED, Fields, built
+from ember.models.files.hparams.hparams import (
+    MAX_CONTEXT,
+    MAX_DIM,
+    MAX_LAYERS,
+    MAX_ROPE_THETA,
+    ModelHParams,
+    RopeScaling,
+    sliding_pattern,
+)
 
-_GEMMA3_SWA_PATTERN = 6
-_GEMMA3_LOCAL_THETA = 10000.0
-_ROPE_KIND = {"none": "none", "linear": "linear", "yarn": "yarn", "dynamic": "dynamic"}
+GEMMA3_SWA_PATTERN = 6  # llama.cpp: every 6th gemma3 layer is global
+GEMMA3_LOCAL_THETA = 10000.0
+_ROPE_KINDS = ("none", "linear", "yarn", "dynamic")
 
 
-class _Meta:
-    """Typed reads of metadata keys with one-line errors naming the key."""
+class _Meta(Fields):
+    """Fields over `{arch}.` keys; per-layer arrays are refused where one value is expected."""
 
-    def __init__(self, metadata: dict[str, object], arch: str) -> None:
-        self.md = metadata
+    def __init__(self, metadata: dict[str, object], arch: str, source: str) -> None:
+        super().__init__(metadata, source)
         self.arch = arch
 
     def key(self, suffix: str) -> str:
         return f"{self.arch}.{suffix}"
 
-    def get_int(self, suffix: str, default: int | None = None) -> int:
-        key = self.key(suffix)
-        value = self.md.get(key, default)
-        if value is None:
-            raise ModelFileError(f"metadata key {key} is missing")
-        if isinstance(value, list):
-            raise ModelFileError(f"metadata key {key}: per-layer values are not supported")
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ModelFileError(f"metadata key {key}: expected an integer, got {value!r}")
-        return value
+    def size(self, suffix: str, default: object = REQUIRED, hi: int = MAX_DIM) -> int:
+        if isinstance(self.raw(self.key(suffix)), list):
+            raise self.error(self.key(suffix), "per-layer values are not supported")
+        return self.integer(self.key(suffix), default, lo=1, hi=hi)
 
-    def opt_int(self, suffix: str) -> int | None:
-        return self.get_int(suffix) if self.key(suffix) in self.md else None
-
-    def get_float(self, suffix: str, default: float | None = None) -> float | None:
-        key = self.key(suffix)
-        value = self.md.get(key, default)
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ModelFileError(f"metadata key {key}: expected a number, got {value!r}")
-        return float(value)
-
-    def req_float(self, suffix: str, default: float | None = None) -> float:
-        value = self.get_float(suffix, default)
-        if value is None:
-            raise ModelFileError(f"metadata key {self.key(suffix)} is missing")
-        return value
+    def opt_num(self, suffix: str, hi: float = 1e9) -> float | None:
+        return self.opt_number(self.key(suffix), positive=True, hi=hi)
 
 
-def _rope_scaling(m: _Meta) -> RopeScaling:
-    kind = m.md.get(m.key("rope.scaling.type"), "none")
-    factor = m.get_float("rope.scaling.factor")
-    if not isinstance(kind, str) or kind not in _ROPE_KIND:
-        raise ModelFileError(f"metadata key {m.key('rope.scaling.type')}: unsupported {kind!r}")
-    if kind == "none" or factor in (None, 1.0) and kind == "linear":
+def _rope_scaling(m: _Meta, context_length: int) -> RopeScaling:
+    kind = m.string(m.key("rope.scaling.type"), "linear", choices=_ROPE_KINDS)
+    legacy = m.opt_number(m.key("rope.scale_linear"), lo=0.0, hi=1e6)
+    factor = m.opt_number(m.key("rope.scaling.factor"), legacy, lo=0.0, hi=1e6)
+    if kind == "none" or factor in (None, 0.0, 1.0) and kind == "linear":
         return RopeScaling()
-    return RopeScaling(
-        kind=_ROPE_KIND[kind],
-        factor=factor if factor is not None else 1.0,
-        # llama.cpp falls back to the trained context when yarn's original length is absent
-        original_context_length=m.opt_int("rope.scaling.original_context_length")
-        or (m.get_int("context_length") if kind == "yarn" else None),
-        beta_fast=m.get_float("rope.scaling.yarn_beta_fast"),
-        beta_slow=m.get_float("rope.scaling.yarn_beta_slow"),
-        attn_factor=m.get_float("rope.scaling.attn_factor"),
+    # llama.cpp falls back to the trained context when yarn's original length is absent
+    original = m.size("rope.scaling.original_context_length", context_length, hi=MAX_CONTEXT)
+    return built(
+        m.source,
+        RopeScaling,
+        kind=kind,
+        factor=factor if factor else 1.0,
+        original_context_length=original if kind in ("yarn", "dynamic") else None,
+        beta_fast=m.opt_num("rope.scaling.yarn_beta_fast"),
+        beta_slow=m.opt_num("rope.scaling.yarn_beta_slow"),
+        attn_factor=m.opt_num("rope.scaling.attn_factor"),
     )
 
 
 def _swa_pattern(m: _Meta, n_layers: int) -> int | None:
     """Every-Nth-layer-global pattern from an int or a per-layer bool array (True = sliding)."""
-    value = m.md.get(m.key("attention.sliding_window_pattern"))
+    key = m.key("attention.sliding_window_pattern")
+    value = m.raw(key)
     if value is None:
-        return _GEMMA3_SWA_PATTERN if m.arch == "gemma3" else None
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, list) and len(value) == n_layers:
-        for pattern in range(1, n_layers + 2):
-            if all(bool(v) == ((i + 1) % pattern != 0) for i, v in enumerate(value)):
-                return pattern
-    raise ModelFileError(
-        f"metadata key {m.key('attention.sliding_window_pattern')}: unsupported layer pattern"
-    )
+        return GEMMA3_SWA_PATTERN if m.arch == "gemma3" else None
+    if not isinstance(value, list):
+        return m.integer(key, lo=1, hi=MAX_LAYERS)
+    if len(value) != n_layers:
+        raise m.error(key, f"has {len(value)} entries for {n_layers} layers")
+    layers = [m.item_boolean(key, i, v) for i, v in enumerate(value)]
+    pattern = sliding_pattern(layers)
+    if pattern is None and not all(layers):
+        raise m.error(key, "unsupported layer pattern (not every Nth layer global)")
+    return pattern
 
 
 def _vocab_size(m: _Meta, n_tokens: int | None, shapes: dict[str, tuple[int, ...]]) -> int:
-    if m.key("vocab_size") in m.md:
-        return m.get_int("vocab_size")
+    if m.has(m.key("vocab_size")):
+        return m.size("vocab_size")
     if n_tokens is not None:
         return n_tokens
     embd = shapes.get("token_embd.weight")
     if embd is None:
         raise ModelFileError(
-            "no vocabulary size: no tokenizer.ggml.tokens and no token_embd.weight"
+            f"{m.source}: no vocabulary size: no tokenizer.ggml.tokens and no token_embd.weight"
         )
     return embd[0]
 
 
 def _query_scalar(m: _Meta, hidden: int, n_heads: int, n_layers: int) -> float | None:
-    scale = m.get_float("attention.scale")
+    scale = m.opt_number(m.key("attention.scale"), lo=1e-6, hi=1e6)
     if scale is not None:
-        if not 1e-6 < scale < 1e6:
-            raise ModelFileError(f"metadata key {m.key('attention.scale')}: {scale} out of range")
         return scale**-2.0  # scale = scalar ** -0.5
     if m.arch == "gemma3" and n_layers == 62:  # gemma3 27B scales by hidden/heads (llama.cpp)
         return float(hidden // n_heads)
@@ -116,44 +106,51 @@ def _query_scalar(m: _Meta, hidden: int, n_heads: int, n_layers: int) -> float |
 
 
 def from_gguf(
-    metadata: dict[str, object], n_tokens: int | None, shapes: dict[str, tuple[int, ...]]
+    metadata: dict[str, object],
+    n_tokens: int | None,
+    shapes: dict[str, tuple[int, ...]],
+    source: str = "metadata",
 ) -> ModelHParams:
-    """ModelHParams from GGUF metadata; tensor shapes fill in vocab size, bias and tying."""
-    arch = metadata.get("general.architecture")
-    if not isinstance(arch, str) or not arch:
-        raise ModelFileError("metadata key general.architecture is missing")
-    m = _Meta(metadata, arch)
-    n_layers = m.get_int("block_count")
-    hidden = m.get_int("embedding_length")
-    n_heads = m.get_int("attention.head_count")
-    if n_heads <= 0:
-        raise ModelFileError(f"metadata key {m.key('attention.head_count')}: must be > 0")
-    head_dim = m.get_int("attention.key_length", hidden // n_heads)
-    sliding_window = m.opt_int("attention.sliding_window")
-    is_gemma3 = arch == "gemma3"
-    return ModelHParams(
+    """ModelHParams from GGUF metadata; tensor shapes fill in vocab size, biases and tying."""
+    arch = Fields(metadata, source).string("general.architecture")
+    if not arch:
+        raise ModelFileError(f"{source}: general.architecture: empty")
+    m = _Meta(metadata, arch, source)
+    n_layers = m.size("block_count", hi=MAX_LAYERS)
+    hidden = m.size("embedding_length")
+    n_heads = m.size("attention.head_count")
+    head_dim = m.size("attention.key_length", hidden // n_heads or REQUIRED)
+    context = m.size("context_length", hi=MAX_CONTEXT)
+    window = m.opt_integer(m.key("attention.sliding_window"), lo=0, hi=MAX_CONTEXT) or None
+    theta = m.number(m.key("rope.freq_base"), 10000.0, lo=1.0, hi=MAX_ROPE_THETA)
+    local_theta = GEMMA3_LOCAL_THETA if arch == "gemma3" else None
+    return built(
+        source,
+        ModelHParams,
         architecture=arch,
         n_layers=n_layers,
         hidden_size=hidden,
-        ffn_size=m.get_int("feed_forward_length"),
+        ffn_size=m.size("feed_forward_length"),
         n_heads=n_heads,
-        n_kv_heads=m.get_int("attention.head_count_kv", n_heads),
+        n_kv_heads=m.size("attention.head_count_kv", n_heads),
         head_dim=head_dim,
-        head_dim_v=m.get_int("attention.value_length", head_dim),
+        head_dim_v=m.size("attention.value_length", head_dim),
         vocab_size=_vocab_size(m, n_tokens, shapes),
-        context_length=m.get_int("context_length"),
-        rope_theta=m.req_float("rope.freq_base", 10000.0),
-        norm_eps=m.req_float("attention.layer_norm_rms_epsilon"),
-        rope_scaling=_rope_scaling(m),
-        rope_local_theta=m.get_float(
-            "rope.freq_base_swa", _GEMMA3_LOCAL_THETA if is_gemma3 else None
+        context_length=context,
+        rope_theta=theta,
+        norm_eps=m.number(m.key("attention.layer_norm_rms_epsilon"), positive=True, hi=1.0),
+        rope_scaling=_rope_scaling(m, context),
+        rope_local_theta=m.opt_number(
+            m.key("rope.freq_base_swa"), local_theta, lo=1.0, hi=MAX_ROPE_THETA
         ),
-        sliding_window=sliding_window,
-        sliding_window_pattern=_swa_pattern(m, n_layers) if sliding_window else None,
-        attn_logit_softcap=m.get_float("attn_logit_softcapping"),
-        final_logit_softcap=m.get_float("final_logit_softcapping"),
+        sliding_window=window,
+        sliding_window_pattern=_swa_pattern(m, n_layers) if window else None,
+        attn_logit_softcap=m.opt_num("attn_logit_softcapping"),
+        final_logit_softcap=m.opt_num("final_logit_softcapping"),
         tie_embeddings="output.weight" not in shapes,
         qkv_bias="blk.0.attn_q.bias" in shapes,
+        attn_output_bias="blk.0.attn_output.bias" in shapes,
+        mlp_bias=any(f"blk.0.ffn_{n}.bias" in shapes for n in ("gate", "up", "down")),
         qk_norm="blk.0.attn_q_norm.weight" in shapes,
         query_pre_attn_scalar=_query_scalar(m, hidden, n_heads, n_layers),
         hidden_act="gelu_tanh" if arch.startswith("gemma") else "silu",

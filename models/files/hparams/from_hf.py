@@ -1,8 +1,13 @@
-"""ModelHParams from a Hugging Face config.json (llama, qwen2, qwen3, gemma3_text).
+"""ModelHParams from a Hugging Face config.json (llama, mistral, qwen2, qwen3, gemma3).
 
 Reads both config generations: transformers 4.x (`rope_theta`, `rope_scaling`,
 `rope_local_base_freq`, `sliding_window_pattern`) and 5.x (`rope_parameters`, per layer type for
-gemma3, and `layer_types`).
+gemma3, and `layer_types`), and Gemma 3's multimodal configs (the text model in `text_config`).
+
+A key that is absent takes the value transformers' config class gives it (families.py), so a
+config means here what it means there: a gemma3 config without `rope_local_base_freq` rotates
+its sliding layers with base 10000, as Gemma3TextConfig's default does. Every value is read
+through Fields: a wrong type or range is one ModelFileError naming the file and the field.
 """
 
 from __future__ import annotations
@@ -10,165 +15,209 @@ from __future__ import annotations
 from typing import Any
 
 from ember.models.errors import ModelFileError
-from ember.models.files.hparams.hparams import ModelHParams, RopeScaling
+from ember.models.files.fields import REQUIRED, Fields, built
+from ember.models.files.hparams.families import ARCH_BY_CLASS, FAMILIES, Family
+from ember.models.files.hparams.hparams import (
+    MAX_CONTEXT,
+    MAX_DIM,
+    MAX_LAYERS,
+    MAX_ROPE_THETA,
+    ModelHParams,
+    RopeScaling,
+    sliding_pattern,
+)
 
-# HF class / model_type -> our architecture name (GGUF's spelling)
-_ARCH_BY_CLASS = {
-    "LlamaForCausalLM": "llama",
-    "MistralForCausalLM": "llama",
-    "Qwen2ForCausalLM": "qwen2",
-    "Qwen3ForCausalLM": "qwen3",
-    "Gemma3ForCausalLM": "gemma3",
-}
-_ARCH_BY_TYPE = {
-    "llama": "llama",
-    "mistral": "llama",
-    "qwen2": "qwen2",
-    "qwen3": "qwen3",
-    "gemma3_text": "gemma3",
-}
 _ACT = {"silu": "silu", "gelu_pytorch_tanh": "gelu_tanh", "gelu_tanh": "gelu_tanh"}
+_ROPE_TYPES = ("default", "none", "linear", "dynamic", "yarn", "llama3")
+_LAYER_TYPES = ("sliding_attention", "full_attention")
+_KNOB_MAX = 1e6  # RoPE factors and betas: released models use 1..64
 
 
-def hf_architecture(config: dict[str, Any]) -> str:
+def hf_architecture(config: dict[str, Any], source: str = "config.json") -> str:
     """Our architecture name for a config.json, or its own name when we do not implement it."""
-    classes = config.get("architectures") or []
-    for cls in classes if isinstance(classes, list) else []:
-        if cls in _ARCH_BY_CLASS:
-            return _ARCH_BY_CLASS[cls]
-    model_type = config.get("model_type")
-    if isinstance(model_type, str) and model_type in _ARCH_BY_TYPE:
-        return _ARCH_BY_TYPE[model_type]
-    if classes and isinstance(classes, list) and isinstance(classes[0], str):
+    family = _family_name(Fields(config, source))
+    if family is not None:
+        return FAMILIES[family].arch
+    classes = config.get("architectures")
+    if isinstance(classes, list) and classes and isinstance(classes[0], str) and classes[0]:
         return classes[0]
+    model_type = config.get("model_type")
     if isinstance(model_type, str) and model_type:
         return model_type
-    raise ModelFileError("config.json names no architecture (architectures / model_type)")
+    raise ModelFileError(f"{source}: names no architecture (architectures / model_type)")
 
 
-def _get(config: dict[str, Any], key: str, kind: type, default: Any = None) -> Any:
-    value = config.get(key, default)
-    if value is None:
-        if default is None:
-            raise ModelFileError(f"config.json: {key} is missing")
-        return default
-    if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
-    if isinstance(value, bool) != (kind is bool) or not isinstance(value, kind):
-        raise ModelFileError(f"config.json: {key} must be {kind.__name__}, got {value!r}")
-    return value
+def _family_name(f: Fields) -> str | None:
+    """The transformers config family (a FAMILIES key), None when we do not know it."""
+    for i, cls in enumerate(f.array("architectures") or []):
+        name = f.item_string("architectures", i, cls)
+        if name in ARCH_BY_CLASS:
+            return ARCH_BY_CLASS[name]
+    model_type = f.opt_string("model_type")
+    return model_type if model_type in FAMILIES else None
 
 
-def _rope_params(config: dict[str, Any], arch: str) -> tuple[float, dict[str, Any], float | None]:
-    """(global theta, global scaling dict, local theta) from either config generation."""
-    params = config.get("rope_parameters")
-    if isinstance(params, dict) and "full_attention" in params:  # 5.x per layer type (gemma3)
-        full = params["full_attention"] or {}
-        local = params.get("sliding_attention") or {}
-        theta = float(full.get("rope_theta", 10000.0))
-        return theta, full, float(local["rope_theta"]) if "rope_theta" in local else None
-    if isinstance(params, dict):  # 5.x single
-        return float(params.get("rope_theta", 10000.0)), params, None
-    theta = float(_get(config, "rope_theta", float, 10000.0))
-    scaling = config.get("rope_scaling") or {}
-    if not isinstance(scaling, dict):
-        raise ModelFileError("config.json: rope_scaling must be an object")
-    local_theta = config.get("rope_local_base_freq", 10000.0 if arch == "gemma3" else None)
-    return theta, scaling, float(local_theta) if local_theta is not None else None
+def _text_fields(config: Fields, family: str) -> tuple[Fields, Family]:
+    """The fields that describe the decoder: text_config for multimodal gemma3."""
+    if not FAMILIES[family].multimodal:
+        if config.has("text_config"):
+            raise config.error("text_config", "multimodal checkpoints are not supported")
+        return config, FAMILIES[family]
+    text = config.object("text_config") or Fields({}, config.source, "text_config.")
+    text_type = text.string("model_type", FAMILIES[family].text_family)
+    if text_type not in FAMILIES or FAMILIES[text_type].multimodal:
+        raise text.error("model_type", f"unsupported text model {text_type!r}")
+    return text, FAMILIES[text_type]
 
 
-def _rope_scaling(scaling: dict[str, Any], context_length: int) -> RopeScaling:
-    kind = scaling.get("rope_type", scaling.get("type", "default"))
-    if kind in ("default", None, "none"):
+def _rope_type(f: Fields) -> str:
+    key = "type" if f.has("type") and not f.has("rope_type") else "rope_type"
+    kind = f.string(key, "default", choices=_ROPE_TYPES)
+    return "none" if kind == "default" else kind
+
+
+def _scaling(f: Fields | None, context_length: int) -> RopeScaling:
+    """RopeScaling from a rope_scaling / rope_parameters object (transformers' semantics)."""
+    kind = "none" if f is None else _rope_type(f)
+    if f is None or kind == "none":
         return RopeScaling()
-    if kind not in ("linear", "yarn", "llama3", "dynamic"):
-        raise ModelFileError(f"config.json: unsupported rope scaling {kind!r}")
-    orig = scaling.get("original_max_position_embeddings")
-    if orig is None and kind in ("yarn", "llama3"):
-        factor = float(scaling.get("factor", 1.0))
-        orig = int(context_length / factor)
-    return RopeScaling(
+    # transformers 5.x: original_max_position_embeddings defaults to max_position_embeddings
+    original = f.integer("original_max_position_embeddings", context_length, lo=1, hi=MAX_CONTEXT)
+    return built(
+        f.source,
+        RopeScaling,
         kind=kind,
-        factor=float(scaling.get("factor", 1.0)),
-        original_context_length=int(orig) if orig is not None else None,
-        low_freq_factor=_opt_float(scaling.get("low_freq_factor")),
-        high_freq_factor=_opt_float(scaling.get("high_freq_factor")),
-        beta_fast=_opt_float(scaling.get("beta_fast")),
-        beta_slow=_opt_float(scaling.get("beta_slow")),
-        attn_factor=_opt_float(scaling.get("attention_factor")),
+        factor=f.number("factor", positive=True, hi=_KNOB_MAX),
+        original_context_length=original if kind in ("yarn", "llama3", "dynamic") else None,
+        low_freq_factor=f.opt_number("low_freq_factor", positive=True, hi=_KNOB_MAX),
+        high_freq_factor=f.opt_number("high_freq_factor", positive=True, hi=_KNOB_MAX),
+        beta_fast=f.opt_number("beta_fast", positive=True, hi=_KNOB_MAX),
+        beta_slow=f.opt_number("beta_slow", positive=True, hi=_KNOB_MAX),
+        attn_factor=f.opt_number("attention_factor", positive=True, hi=_KNOB_MAX),
     )
 
 
-def _opt_float(value: Any) -> float | None:
-    return None if value is None else float(value)
+def _rope(f: Fields, fam: Family, context: int) -> tuple[float, RopeScaling, float | None]:
+    """(global theta, global scaling, local theta) from either config generation."""
+    params = f.object("rope_parameters")
+    local: Fields | None = None  # where the sliding layers' base is read (gemma3)
+    local_key = "rope_theta"
+    if params is None:  # 4.x: rope_theta, rope_scaling and rope_local_base_freq side by side
+        full, scaling, local, local_key = f, f.object("rope_scaling"), f, "rope_local_base_freq"
+    elif params.has("full_attention") or params.has("sliding_attention"):  # 5.x, per layer type
+        if fam.local_theta is None:
+            raise params.error("sliding_attention", f"per-layer-type RoPE is not {fam.arch}'s")
+        empty = Fields({}, f.source, f"{params.prefix}full_attention.")
+        full = scaling = params.object("full_attention") or empty
+        local = params.object("sliding_attention")
+        if local is not None and _rope_type(local) != "none":
+            raise local.error("rope_type", "scaled RoPE on sliding layers is not supported")
+    else:  # 5.x, one set for every layer
+        full = scaling = params
+    theta = full.number("rope_theta", fam.rope_theta, lo=1.0, hi=MAX_ROPE_THETA)
+    local_theta = fam.local_theta
+    if local is not None and local_theta is not None:  # only gemma3 rotates sliding layers apart
+        local_theta = local.number(local_key, local_theta, lo=1.0, hi=MAX_ROPE_THETA)
+    return theta, _scaling(scaling, context), local_theta
 
 
-def _sliding(config: dict[str, Any], arch: str, n_layers: int) -> tuple[int | None, int | None]:
-    """(sliding_window, every-Nth-global pattern)."""
-    window = config.get("sliding_window")
-    if arch == "qwen2" or arch == "qwen3":
-        if not config.get("use_sliding_window", False):
-            return None, None
-    if window is None:  # llama configs have none; mistral v0.1 sets one for every layer
+def _layer_sliding(f: Fields, fam: Family, n_layers: int) -> list[bool] | None:
+    """Which layers slide, from layer_types or the family's rule (None: no per-layer rule)."""
+    types = f.array("layer_types")
+    if types is not None:
+        if len(types) != n_layers:
+            raise f.error("layer_types", f"has {len(types)} entries for {n_layers} layers")
+        return [
+            f.item_string("layer_types", i, t, _LAYER_TYPES) == "sliding_attention"
+            for i, t in enumerate(types)
+        ]
+    if fam.sliding == "switch":  # qwen: use_sliding_window, then layers from max_window_layers
+        if not f.boolean("use_sliding_window", False):
+            return [False] * n_layers
+        first = f.integer("max_window_layers", 28, hi=MAX_LAYERS)
+        return [i >= first for i in range(n_layers)]
+    return None
+
+
+def _sliding(f: Fields, fam: Family, n_layers: int) -> tuple[int | None, int | None]:
+    """(sliding_window, every-Nth-layer-global pattern) as transformers sets them up."""
+    if fam.sliding == "none":
         return None, None
-    layer_types = config.get("layer_types")
-    if isinstance(layer_types, list) and len(layer_types) == n_layers:
-        sliding = [t == "sliding_attention" for t in layer_types]
-        if not any(sliding):
-            return None, None
-        declared = config.get("sliding_window_pattern", config.get("_sliding_window_pattern"))
-        candidates = ([declared] if isinstance(declared, int) else []) + list(
-            range(1, n_layers + 2)
-        )
-        for pattern in candidates:
-            if pattern > 0 and all(s == ((i + 1) % pattern != 0) for i, s in enumerate(sliding)):
-                return int(window), pattern
-        raise ModelFileError("config.json: layer_types has an irregular sliding pattern")
-    declared = config.get("sliding_window_pattern", config.get("_sliding_window_pattern"))
-    return int(window), int(declared) if declared is not None else None
+    window = f.opt_integer("sliding_window", fam.sliding_window, lo=1, hi=MAX_CONTEXT)
+    declared = f.opt_integer("_sliding_window_pattern", fam.sliding_pattern, lo=1, hi=MAX_LAYERS)
+    declared = f.opt_integer("sliding_window_pattern", declared, lo=1, hi=MAX_LAYERS)
+    sliding = _layer_sliding(f, fam, n_layers)
+    if window is None or (sliding is not None and not any(sliding)):
+        return None, None
+    if sliding is None:  # gemma3's every-Nth-global pattern, or every layer (mistral)
+        return window, declared
+    pattern = sliding_pattern(sliding, declared)
+    if pattern is None and not all(sliding):
+        raise f.error("layer_types", "irregular sliding pattern (not every Nth layer global)")
+    return window, pattern
 
 
-def from_hf_config(config: dict[str, Any]) -> ModelHParams:
-    """ModelHParams from a config.json dict; raises ModelFileError naming the bad key."""
-    if isinstance(config.get("text_config"), dict):
-        raise ModelFileError("config.json: multimodal checkpoints (text_config) are not supported")
-    arch = hf_architecture(config)
-    n_layers = _get(config, "num_hidden_layers", int)
-    hidden = _get(config, "hidden_size", int)
-    n_heads = _get(config, "num_attention_heads", int)
-    head_dim = config.get("head_dim") or (hidden // n_heads if n_heads > 0 else 0)
-    context = _get(config, "max_position_embeddings", int)
-    theta, scaling, local_theta = _rope_params(config, arch)
-    window, pattern = _sliding(config, arch, n_layers)
-    is_gemma = arch == "gemma3"
-    act = config.get("hidden_activation") or config.get("hidden_act") or "silu"
-    if act not in _ACT:
-        raise ModelFileError(f"config.json: unsupported activation {act!r}")
-    scalar = config.get("query_pre_attn_scalar")
-    return ModelHParams(
-        architecture=arch,
-        n_layers=n_layers,
-        hidden_size=hidden,
-        ffn_size=_get(config, "intermediate_size", int),
-        n_heads=n_heads,
-        n_kv_heads=_get(config, "num_key_value_heads", int, n_heads),
-        head_dim=int(head_dim),
-        head_dim_v=int(head_dim),
-        vocab_size=_get(config, "vocab_size", int),
+def _sizes(f: Fields, fam: Family) -> dict[str, int]:
+    def size(key: str, hi: int = MAX_DIM, default: int | None = None) -> int:
+        return f.integer(key, fam.sizes.get(key, default or REQUIRED), lo=1, hi=hi)
+
+    n_heads = size("num_attention_heads")
+    hidden = size("hidden_size")
+    head_dim = fam.head_dim or hidden // n_heads
+    if not head_dim and not f.has("head_dim"):
+        raise f.error("hidden_size", f"{hidden} is smaller than num_attention_heads ({n_heads})")
+    return {
+        "n_layers": size("num_hidden_layers", hi=MAX_LAYERS),
+        "hidden_size": hidden,
+        "ffn_size": size("intermediate_size"),
+        "n_heads": n_heads,
+        "n_kv_heads": size("num_key_value_heads", default=fam.kv_heads or n_heads),
+        "head_dim": f.integer("head_dim", head_dim or REQUIRED, lo=1, hi=MAX_DIM),
+        "vocab_size": size("vocab_size"),
+    }
+
+
+def from_hf_config(config: dict[str, Any], source: str = "config.json") -> ModelHParams:
+    """ModelHParams from a config.json dict; ModelFileError names source and the bad field."""
+    outer = Fields(config, source)
+    family = _family_name(outer)
+    if family is None:
+        arch = hf_architecture(config, source)
+        raise ModelFileError(f"{source}: architecture {arch!r} is not supported")
+    f, fam = _text_fields(outer, family)
+    if f.boolean("use_bidirectional_attention", False):
+        raise f.error("use_bidirectional_attention", "bidirectional models are not supported")
+    sizes = _sizes(f, fam)
+    context = f.integer("max_position_embeddings", fam.context, lo=1, hi=MAX_CONTEXT)
+    theta, scaling, local_theta = _rope(f, fam, context)
+    window, pattern = _sliding(f, fam, sizes["n_layers"])
+    act_key = "hidden_activation" if fam.arch == "gemma3" else "hidden_act"
+    attention_bias = fam.reads_attention_bias and f.boolean("attention_bias", False)
+    tied = f.boolean("tie_word_embeddings", fam.tie)
+    return built(
+        source,
+        ModelHParams,
+        architecture=fam.arch,
+        **sizes,
+        head_dim_v=sizes["head_dim"],
         context_length=context,
         rope_theta=theta,
-        norm_eps=_get(config, "rms_norm_eps", float, 1e-6),
-        rope_scaling=_rope_scaling(scaling, context),
-        rope_local_theta=local_theta if is_gemma else None,
+        norm_eps=f.number("rms_norm_eps", 1e-6, positive=True, hi=1.0),
+        rope_scaling=scaling,
+        rope_local_theta=local_theta,
         sliding_window=window,
         sliding_window_pattern=pattern if window is not None else None,
-        attn_logit_softcap=_opt_float(config.get("attn_logit_softcapping")),
-        final_logit_softcap=_opt_float(config.get("final_logit_softcapping")),
-        tie_embeddings=bool(config.get("tie_word_embeddings", is_gemma)),
-        qkv_bias=arch == "qwen2" or bool(config.get("attention_bias", False)),
-        qk_norm=arch in ("qwen3", "gemma3"),
-        query_pre_attn_scalar=float(scalar) if scalar is not None else None,
-        hidden_act=_ACT[act],
-        norm_weight_offset=1.0 if is_gemma else 0.0,
+        attn_logit_softcap=f.opt_number("attn_logit_softcapping", positive=True),
+        final_logit_softcap=f.opt_number("final_logit_softcapping", positive=True),
+        tie_embeddings=outer.boolean("tie_word_embeddings", tied) if f is not outer else tied,
+        qkv_bias=fam.arch == "qwen2" or attention_bias,
+        attn_output_bias=attention_bias,
+        mlp_bias=fam.reads_mlp_bias and f.boolean("mlp_bias", False),
+        qk_norm=fam.arch in ("qwen3", "gemma3"),
+        query_pre_attn_scalar=f.opt_number(
+            "query_pre_attn_scalar", fam.query_pre_attn_scalar, positive=True, hi=1e9
+        ),
+        hidden_act=_ACT[f.string(act_key, fam.act, choices=tuple(_ACT))],
+        norm_weight_offset=1.0 if fam.arch == "gemma3" else 0.0,
         rope_interleaved=False,
     )

@@ -5,8 +5,10 @@ Public API:
                           original_context_length, yarn/llama3 parameters
     ModelHParams          frozen dataclass, validated at construction (ModelFileError names the field)
     SUPPORTED_ARCHS       architectures the torch runner implements
-    hparams_from_gguf(metadata, source, tensor_shapes) -> ModelHParams     (models/files/hparams/from_gguf.py)
-    hparams_from_hf_config(config, source) -> ModelHParams                 (models/files/hparams/from_hf.py)
+    sliding_pattern(layers, declared) -> int | None   every-Nth-layer-global pattern of a layout
+    hparams_from_gguf(metadata, n_tokens, tensor_shapes, source) -> ModelHParams  (from_gguf.py)
+    hparams_from_hf_config(config, source) -> ModelHParams                     (from_hf.py)
+    MAX_DIM, MAX_LAYERS, MAX_CONTEXT   the plausibility caps every size is checked against
 
 Conventions the runners rely on:
 - head_dim is the query/key head size, head_dim_v the value head size.
@@ -14,6 +16,8 @@ Conventions the runners rely on:
   (i + 1 divisible by sliding_window_pattern) and rotates sliding layers with rope_local_theta.
 - rope_scaling applies to global layers only when rope_local_theta is set (gemma3), else to all.
 - attention scale = query_pre_attn_scalar ** -0.5 (head_dim unless the model says otherwise).
+- qkv_bias: q, k and v projections have biases; attn_output_bias and mlp_bias likewise for the
+  output projection and the three MLP projections (llama's attention_bias / mlp_bias).
 - norm_weight_offset: RMSNorm computes x * (offset + w). HF gemma3 checkpoints store w - 1
   (offset 1.0); llama.cpp's converter already adds the 1 into GGUF weights (offset 0.0).
 - GGUF llama files store Q/K rows permuted for interleaved RoPE (rope_interleaved=True); HF and the
@@ -76,6 +80,15 @@ class RopeScaling:
             )
         if self.kind in ("llama3", "yarn") and self.original_context_length is None:
             raise ModelFileError(f"rope_scaling: {self.kind} scaling needs original_context_length")
+        if (
+            self.low_freq_factor is not None
+            and self.high_freq_factor is not None
+            and self.high_freq_factor <= self.low_freq_factor
+        ):  # llama3 interpolates over (high - low): equal factors divide by zero
+            raise ModelFileError(
+                f"rope_scaling.high_freq_factor: must be > low_freq_factor "
+                f"({self.high_freq_factor} <= {self.low_freq_factor})"
+            )
 
 
 _POSITIVE_INTS = (
@@ -89,8 +102,10 @@ _POSITIVE_INTS = (
     "vocab_size",
     "context_length",
 )
-_MAX_DIM = 1 << 24  # sanity cap for any single size (16 M): catches garbage metadata
-_MAX_LAYERS = 4096  # the largest released models have ~130 layers
+MAX_DIM = 1 << 24  # sanity cap for any single size (16 M): catches garbage metadata
+MAX_LAYERS = 4096  # the largest released models have ~130 layers
+MAX_CONTEXT = 1 << 31  # tokens; released models reach 10 M
+MAX_ROPE_THETA = 1e15
 
 
 @dataclass(frozen=True)
@@ -117,6 +132,8 @@ class ModelHParams:
     final_logit_softcap: float | None = None
     tie_embeddings: bool = False
     qkv_bias: bool = False
+    attn_output_bias: bool = False
+    mlp_bias: bool = False
     qk_norm: bool = False
     query_pre_attn_scalar: float | None = None  # None: head_dim
     hidden_act: str = "silu"
@@ -130,29 +147,43 @@ class ModelHParams:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ModelFileError(f"{name}: must be a positive integer, got {value!r}")
-            if name != "context_length" and value > _MAX_DIM:
+            if value > (MAX_CONTEXT if name == "context_length" else MAX_DIM):
                 raise ModelFileError(f"{name}: {value} is implausibly large")
-        if self.n_layers > _MAX_LAYERS:
+        if self.n_layers > MAX_LAYERS:
             raise ModelFileError(f"n_layers: {self.n_layers} is implausibly large")
+        if self.head_dim % 2:
+            raise ModelFileError(f"head_dim: {self.head_dim} is odd (RoPE rotates pairs)")
+        if self.rope_scaling.kind == "dynamic" and self.head_dim <= 2:
+            raise ModelFileError("head_dim: dynamic RoPE scaling needs head_dim > 2")
         if self.n_heads % self.n_kv_heads:
             raise ModelFileError(
                 f"n_kv_heads: {self.n_kv_heads} does not divide n_heads {self.n_heads}"
             )
-        _check_positive_float("rope_theta", self.rope_theta)
+        for name in ("rope_theta", "rope_local_theta"):
+            value = getattr(self, name)
+            if value is not None:  # RoPE bases: log(theta) divides (yarn), theta ** x must grow
+                _check_positive_float(name, value)
+                if not 1.0 < value <= MAX_ROPE_THETA:
+                    raise ModelFileError(
+                        f"{name}: must be in (1, {MAX_ROPE_THETA:g}], got {value!r}"
+                    )
         _check_positive_float("norm_eps", self.norm_eps)
-        for name in ("rope_local_theta", "attn_logit_softcap", "final_logit_softcap"):
+        for name in ("attn_logit_softcap", "final_logit_softcap"):
             value = getattr(self, name)
             if value is not None:
                 _check_positive_float(name, value)
         if self.query_pre_attn_scalar is not None:
             _check_positive_float("query_pre_attn_scalar", self.query_pre_attn_scalar)
-        if self.sliding_window is not None and self.sliding_window <= 0:
-            raise ModelFileError(f"sliding_window: must be > 0, got {self.sliding_window}")
-        if self.sliding_window_pattern is not None:
-            if self.sliding_window is None:
-                raise ModelFileError("sliding_window_pattern: set without sliding_window")
-            if self.sliding_window_pattern <= 0:
-                raise ModelFileError("sliding_window_pattern: must be > 0")
+        for name in ("sliding_window", "sliding_window_pattern"):
+            value = getattr(self, name)
+            if value is not None and (
+                isinstance(value, bool)
+                or not isinstance(value, int)
+                or not 0 < value <= MAX_CONTEXT
+            ):
+                raise ModelFileError(f"{name}: must be a positive integer, got {value!r}")
+        if self.sliding_window_pattern is not None and self.sliding_window is None:
+            raise ModelFileError("sliding_window_pattern: set without sliding_window")
         if self.hidden_act not in ACTIVATIONS:
             raise ModelFileError(f"hidden_act: unsupported activation {self.hidden_act!r}")
         if self.norm_weight_offset not in (0.0, 1.0):
@@ -202,17 +233,33 @@ def _check_positive_float(name: str, value: float) -> None:
         raise ModelFileError(f"{name}: must be a finite number > 0, got {value!r}")
 
 
+def sliding_pattern(layers: list[bool], declared: int | None = None) -> int | None:
+    """The N of "every Nth layer global" that reproduces layers (True = sliding), declared
+    first; None when every layer slides or no N fits."""
+    if all(layers):
+        fits_declared = declared is not None and declared > len(layers)
+        return declared if fits_declared else None
+    candidates = ([declared] if declared else []) + list(range(2, len(layers) + 1))
+    for pattern in candidates:
+        if all(s == ((i + 1) % pattern != 0) for i, s in enumerate(layers)):
+            return pattern
+    return None
+
+
 def hparams_from_gguf(
-    metadata: dict[str, object], n_tokens: int | None, tensor_shapes: dict[str, tuple[int, ...]]
+    metadata: dict[str, object],
+    n_tokens: int | None,
+    tensor_shapes: dict[str, tuple[int, ...]],
+    source: str = "metadata",
 ) -> ModelHParams:
     """Build ModelHParams from GGUF metadata (see models/files/hparams/from_gguf.py)."""
     from ember.models.files.hparams.from_gguf import from_gguf
 
-    return from_gguf(metadata, n_tokens, tensor_shapes)
+    return from_gguf(metadata, n_tokens, tensor_shapes, source)
 
 
-def hparams_from_hf_config(config: dict[str, object]) -> ModelHParams:
+def hparams_from_hf_config(config: dict[str, object], source: str = "config.json") -> ModelHParams:
     """Build ModelHParams from a Hugging Face config.json dict (see models/files/hparams/from_hf.py)."""
     from ember.models.files.hparams.from_hf import from_hf_config
 
-    return from_hf_config(config)
+    return from_hf_config(config, source)

@@ -2,9 +2,14 @@
 
 Public API:
     expected_tensors(hp) -> dict[gguf_name, ExpectedTensor]   GGUF names, numpy/torch shape order
-    hf_tensor_name(gguf_name, arch) -> str                      the Hugging Face name of the same
-    gguf_tensor_name(hf_name, arch) -> str | None               and back (None: not a decoder weight)
-    check_tensor_shapes(hp, shapes, fmt) -> None               ModelFileError on missing/wrong
+    HFNames                                                    a checkpoint's naming: where the
+                                                               decoder lives (model., or
+                                                               model.language_model. / language_model.model.
+                                                               in multimodal gemma3) and the head
+    HFNames.of(tensor_names) -> HFNames                        detected from a checkpoint
+    hf_tensor_name(gguf_name, arch, names=HFNames()) -> str     the Hugging Face name of the same
+    gguf_tensor_name(hf_name, arch, names=HFNames()) -> str | None   and back (None: not a decoder weight)
+    check_tensor_shapes(hp, shapes, hf_names=None) -> None     ModelFileError on missing/wrong
 
 Shapes are (out_features, in_features) for matrices, i.e. GGUF's ne reversed.
 """
@@ -12,7 +17,7 @@ Shapes are (out_features, in_features) for matrices, i.e. GGUF's ne reversed.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from ember.models.errors import ModelFileError
@@ -43,6 +48,11 @@ def _layer(hp: ModelHParams, i: int) -> dict[str, ExpectedTensor]:
     }
     if hp.qkv_bias:
         shapes |= {"attn_q.bias": (q_dim,), "attn_k.bias": (k_dim,), "attn_v.bias": (v_dim,)}
+    if hp.attn_output_bias:
+        shapes |= {"attn_output.bias": (hidden,)}
+    if hp.mlp_bias:
+        shapes |= {"ffn_gate.bias": (hp.ffn_size,), "ffn_up.bias": (hp.ffn_size,)}
+        shapes |= {"ffn_down.bias": (hidden,)}
     if hp.qk_norm:
         shapes |= {"attn_q_norm.weight": (hp.head_dim,), "attn_k_norm.weight": (hp.head_dim,)}
     if hp.architecture == "gemma3":
@@ -63,11 +73,37 @@ def expected_tensors(hp: ModelHParams) -> dict[str, ExpectedTensor]:
     return dict(_iter_expected(hp))
 
 
-_HF_TOP = {
-    "token_embd.weight": "model.embed_tokens.weight",
-    "output_norm.weight": "model.norm.weight",
-    "output.weight": "lm_head.weight",
-}
+@dataclass(frozen=True)
+class HFNames:
+    """Where a checkpoint keeps the decoder: its tensors' prefix and the LM head's name."""
+
+    prefix: str = "model."
+    head: str = "lm_head.weight"
+
+    @classmethod
+    def of(cls, tensor_names: Iterable[str]) -> HFNames:
+        """The naming of a checkpoint, told by where its embedding table is."""
+        names = set(tensor_names)
+        for prefix, head in _LAYOUTS:
+            if f"{prefix}embed_tokens.weight" in names:
+                return cls(prefix, head)
+        return cls()
+
+    def top(self) -> dict[str, str]:
+        """GGUF name -> HF name of the tensors outside the layers."""
+        return {
+            "token_embd.weight": f"{self.prefix}embed_tokens.weight",
+            "output_norm.weight": f"{self.prefix}norm.weight",
+            "output.weight": self.head,
+        }
+
+
+# (decoder prefix, LM head): text models, then multimodal gemma3 (transformers 5.x, 4.x)
+_LAYOUTS = (
+    ("model.", "lm_head.weight"),
+    ("model.language_model.", "lm_head.weight"),
+    ("language_model.model.", "language_model.lm_head.weight"),
+)
 _HF_LAYER = {
     "attn_norm": "input_layernorm",
     "attn_q": "self_attn.q_proj",
@@ -88,29 +124,30 @@ _HF_LAYER_GEMMA3 = _HF_LAYER | {
     "post_ffw_norm": "post_feedforward_layernorm",
 }
 _BLK = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)")
+_HF_BLK = re.compile(r"layers\.(\d+)\.(.+)\.(weight|bias)")
 
 
-def hf_tensor_name(gguf_name: str, arch: str) -> str:
+def hf_tensor_name(gguf_name: str, arch: str, names: HFNames = HFNames()) -> str:
     """The Hugging Face checkpoint name of a GGUF tensor name (supported archs)."""
-    if gguf_name in _HF_TOP:
-        return _HF_TOP[gguf_name]
+    top = names.top()
+    if gguf_name in top:
+        return top[gguf_name]
     match = _BLK.fullmatch(gguf_name)
     table = _HF_LAYER_GEMMA3 if arch == "gemma3" else _HF_LAYER
     if match is None or match.group(2) not in table:
         raise KeyError(gguf_name)
     layer, part, kind = match.groups()
-    return f"model.layers.{layer}.{table[part]}.{kind}"
+    return f"{names.prefix}layers.{layer}.{table[part]}.{kind}"
 
 
-_HF_BLK = re.compile(r"model\.layers\.(\d+)\.(.+)\.(weight|bias)")
-
-
-def gguf_tensor_name(hf_name: str, arch: str) -> str | None:
+def gguf_tensor_name(hf_name: str, arch: str, names: HFNames = HFNames()) -> str | None:
     """The GGUF name of a Hugging Face tensor name, None when the decoder does not read it."""
-    for gguf_name, name in _HF_TOP.items():
+    for gguf_name, name in names.top().items():
         if name == hf_name:
             return gguf_name
-    match = _HF_BLK.fullmatch(hf_name)
+    if not hf_name.startswith(names.prefix):
+        return None
+    match = _HF_BLK.fullmatch(hf_name[len(names.prefix) :])
     if match is None:
         return None
     layer, module, kind = match.groups()
@@ -122,11 +159,14 @@ def gguf_tensor_name(hf_name: str, arch: str) -> str | None:
 
 
 def check_tensor_shapes(
-    hp: ModelHParams, shapes: dict[str, tuple[int, ...]], hf_names: bool = False
+    hp: ModelHParams, shapes: dict[str, tuple[int, ...]], hf_names: HFNames | None = None
 ) -> None:
-    """Raise ModelFileError (no file prefix) for the first missing or mis-shaped tensor."""
+    """Raise ModelFileError (no file prefix) for the first missing or mis-shaped tensor; names
+    are GGUF's, or a Hugging Face checkpoint's when hf_names says how it spells them."""
     for gguf_name, exp in _iter_expected(hp):  # lazily: fail at the first missing layer
-        name = hf_tensor_name(gguf_name, hp.architecture) if hf_names else gguf_name
+        name = (
+            gguf_name if hf_names is None else hf_tensor_name(gguf_name, hp.architecture, hf_names)
+        )
         shape = shapes.get(name)
         if shape is None:
             if exp.required:

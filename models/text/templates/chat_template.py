@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ember.models.errors import TemplateError
-from ember.models.files.safetensors import optional_json, token_text
+from ember.models.files.safetensors import optional_json
+from ember.models.files.tokenizer_config import read_tokenizer_config
 from ember.models.text.templates.sandbox import (
     LimitedEnvironment,
     TemplateLimits,
@@ -111,20 +112,12 @@ class ChatTemplate:
     def from_hf(cls, model: SafetensorsModel | Path | str) -> ChatTemplate:
         """The folder's chat_template.jinja or tokenizer_config.json template, else a built-in."""
         folder = Path(model) if isinstance(model, str | Path) else model.folder
-        config = optional_json(folder / "tokenizer_config.json")
-        bos = token_text(config.get("bos_token")) or ""
-        eos = token_text(config.get("eos_token")) or ""
-        jinja_file = folder / "chat_template.jinja"
-        if jinja_file.is_file():
-            return cls(jinja_file.read_text(encoding="utf-8"), "chat_template.jinja", bos, eos)
-        source = config.get("chat_template")
-        if isinstance(source, list):  # [{"name": "default", "template": ...}, ...]
-            named = {t.get("name"): t.get("template") for t in source if isinstance(t, dict)}
-            source = named.get("default")
-        if isinstance(source, str) and source.strip():
-            return cls(source, "tokenizer_config.json", bos, eos)
-        model_config = optional_json(folder / "config.json")
-        return cls.for_architecture(str(model_config.get("model_type", "")), bos, eos)
+        config = read_tokenizer_config(folder)  # typed; the template file's UTF-8 checked
+        bos, eos = config.bos_token or "", config.eos_token or ""
+        if config.chat_template is not None and config.chat_template_source is not None:
+            return cls(config.chat_template, config.chat_template_source, bos, eos)
+        model_type = optional_json(folder / "config.json").get("model_type")
+        return cls.for_architecture(model_type if isinstance(model_type, str) else "", bos, eos)
 
     def render(
         self, messages: list[dict[str, Any]], add_generation_prompt: bool = True, **extra: Any

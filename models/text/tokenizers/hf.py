@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from ember.models.errors import ModelFileError
-from ember.models.files.safetensors import optional_json, token_text
+from ember.models.files.safetensors import optional_json
+from ember.models.files.tokenizer_config import read_tokenizer_config
 from ember.models.text.tokenizers.base import EOT_SPELLINGS
 from ember.text import clean
 
@@ -51,14 +52,14 @@ class HFTokenizer:
 
         self.folder = Path(folder)
         path = self.folder / "tokenizer.json"
+        data = optional_json(path)  # size, nesting and UTF-8 checked before the library parses it
         try:
             self._special = RawTokenizer.from_file(str(path))  # parses special-token spellings
             self._plain = RawTokenizer.from_file(str(path))  # treats them as text
         except Exception as exc:  # tokenizers raises a bare Exception on bad files
             raise ModelFileError(f"{path}: cannot load tokenizer ({exc})") from exc
         self._plain.encode_special_tokens = True
-        data = optional_json(path)
-        config = optional_json(self.folder / "tokenizer_config.json")
+        config = read_tokenizer_config(self.folder)
         generation = optional_json(self.folder / "generation_config.json")
         self._added = {t["id"]: t["content"] for t in data.get("added_tokens", [])}
         self.special_ids = frozenset(
@@ -69,20 +70,20 @@ class HFTokenizer:
         )
         self._metaspace = bool({"Metaspace", "Replace"} & _types(data.get("decoder")))
         self.vocab_size = self._special.get_vocab_size(with_added_tokens=True)
-        self.bos_id = self._id_of(token_text(config.get("bos_token")))
-        self.eos_id = self._id_of(token_text(config.get("eos_token")))
-        self.add_bos = self._wants_bos(config, data)
+        self.bos_id = self._id_of(config.bos_token)
+        self.eos_id = self._id_of(config.eos_token)
+        self.add_bos = self._wants_bos(config.add_bos_token, data)
         self.eot_ids = self._end_ids(generation)
         self._bytes_cache: dict[int, bytes] = {}
 
     def _id_of(self, text: str | None) -> int | None:
         return None if text is None else self._special.token_to_id(text)
 
-    def _wants_bos(self, config: dict[str, Any], data: dict[str, Any]) -> bool:
+    def _wants_bos(self, add_bos_token: bool | None, data: dict[str, Any]) -> bool:
         if self.bos_id is None:
             return False
-        if "add_bos_token" in config:
-            return bool(config["add_bos_token"])
+        if add_bos_token is not None:
+            return add_bos_token
         # No explicit flag: a post-processor template that starts with the BOS token adds it.
         single = (data.get("post_processor") or {}).get("single") or []
         first = single[0] if single else {}

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from ember.app.server.app import create_app
+from ember.app.server.embedder_pool import EmbedderPool
 from ember.app.server.pool import ModelPool
 from ember.app.server.security import Guard
 
@@ -20,12 +21,15 @@ def free_port() -> int:
 
 
 @contextmanager
-def running_server(pool: ModelPool, guard: Guard) -> Iterator[str]:
+def running_server(
+    pool: ModelPool, guard: Guard, embedders: EmbedderPool | None = None
+) -> Iterator[str]:
     """Yields the base URL of a live server; stops it afterwards."""
     import uvicorn
 
     port = free_port()
-    config = uvicorn.Config(create_app(pool, guard), host="127.0.0.1", port=port, log_level="error")
+    app = create_app(pool, guard, embedders)
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

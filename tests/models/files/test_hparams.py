@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from typing import Any
 
 import pytest
@@ -130,15 +131,22 @@ def test_hf_mistral_sliding_window_covers_every_layer() -> None:
 @pytest.mark.parametrize(
     ("extra", "fragment"),
     [
-        ({"llama.block_count": "two"}, "expected an integer"),
-        ({"llama.attention.head_count": [4, 4]}, "per-layer values"),
-        ({"llama.attention.head_count": 0}, "must be > 0"),
-        ({"llama.rope.scaling.type": "longrope"}, "unsupported"),
-        ({"llama.attention.layer_norm_rms_epsilon": "x"}, "expected a number"),
+        ({"llama.block_count": "two"}, "llama.block_count: must be an integer, got 'two'"),
+        ({"llama.attention.head_count": [4, 4]}, "head_count: per-layer values"),
+        ({"llama.attention.head_count": 0}, "llama.attention.head_count: must be in 1.."),
+        ({"llama.rope.scaling.type": "longrope"}, "llama.rope.scaling.type: unsupported"),
+        ({"llama.attention.layer_norm_rms_epsilon": "x"}, "epsilon: must be a number"),
+        (
+            {"llama.rope.scaling.factor": -2.0},
+            "llama.rope.scaling.factor: must be in 0..1e+06, got -2.0",
+        ),
+        ({"llama.rope.freq_base": float("nan")}, "freq_base: must be a finite number"),
+        ({"llama.context_length": True}, "context_length: must be an integer, got True"),
+        ({"llama.block_count": 1 << 40}, "llama.block_count: must be in 1..4096"),
     ],
 )
 def test_gguf_bad_metadata(extra: dict[str, object], fragment: str) -> None:
-    with pytest.raises(ModelFileError, match=fragment):
+    with pytest.raises(ModelFileError, match=re.escape(fragment)):
         hparams_from_gguf(_gguf_md("llama", **extra), 100, {})
 
 
@@ -209,16 +217,16 @@ def test_hf_gemma3_per_layer_rope_parameters() -> None:
 @pytest.mark.parametrize(
     ("change", "fragment"),
     [
-        ({"num_hidden_layers": None}, "num_hidden_layers is missing"),
-        ({"hidden_size": "64"}, "hidden_size must be int"),
+        ({"num_hidden_layers": None}, "config.json: num_hidden_layers: missing"),
+        ({"hidden_size": "64"}, "config.json: hidden_size: must be an integer, got '64'"),
         ({"architectures": None, "model_type": None}, "names no architecture"),
         ({"text_config": {}}, "multimodal"),
-        ({"hidden_act": "relu"}, "unsupported activation"),
+        ({"hidden_act": "relu"}, "config.json: hidden_act: unsupported 'relu'"),
     ],
 )
 def test_hf_bad_config(change: dict[str, object], fragment: str) -> None:
     config = hf_config("llama", tied=False, legacy=True) | change
-    with pytest.raises(ModelFileError, match=fragment):
+    with pytest.raises(ModelFileError, match=re.escape(fragment)):
         hparams_from_hf_config(config)
 
 
@@ -228,3 +236,110 @@ def test_fixture_configs_match_transformers(arch: str) -> None:
     ours = hparams_from_hf_config(hf_config(arch, tied=arch == "gemma3"))
     theirs = hparams_from_hf_config(transformers_config(arch, tied=arch == "gemma3"))
     assert ours == theirs
+
+
+_SIZES = {
+    "num_hidden_layers": 7,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 1,
+    "vocab_size": 40,
+}
+# (architectures, transformers config class, extra keys): configs that leave keys out
+_MINIMAL: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "llama": ("LlamaForCausalLM", "LlamaConfig", {}),
+    "llama_yarn": (
+        "LlamaForCausalLM",
+        "LlamaConfig",
+        {"rope_scaling": {"rope_type": "yarn", "factor": 4.0}, "max_position_embeddings": 4096},
+    ),
+    "mistral": ("MistralForCausalLM", "MistralConfig", {}),
+    "qwen2": ("Qwen2ForCausalLM", "Qwen2Config", {}),
+    "qwen2_sliding": (
+        "Qwen2ForCausalLM",
+        "Qwen2Config",
+        {"use_sliding_window": True, "max_window_layers": 0, "sliding_window": 32},
+    ),
+    "qwen3": ("Qwen3ForCausalLM", "Qwen3Config", {}),
+    "gemma3": ("Gemma3ForCausalLM", "Gemma3TextConfig", {}),
+}
+
+
+# without num_key_value_heads: each family's own default (8, 32, 4 or all heads) must divide
+_SIZES_NO_KV = {k: v for k, v in _SIZES.items() if k != "num_key_value_heads"} | {
+    "hidden_size": 4096,
+    "num_attention_heads": 32,
+}
+
+
+@pytest.mark.parametrize("sizes", [_SIZES, _SIZES_NO_KV], ids=["kv", "no_kv"])
+@pytest.mark.parametrize("case", sorted(_MINIMAL))
+def test_absent_keys_mean_what_transformers_defaults_to(case: str, sizes: dict) -> None:
+    """A config with only the sizes reads the same as transformers' own full rendering of it."""
+    import transformers
+
+    cls_name, config_cls, extra = _MINIMAL[case]
+    minimal = {"architectures": [cls_name], **sizes, **extra}
+    full = getattr(transformers, config_cls)(**sizes, **extra).to_dict()
+    full["architectures"] = [cls_name]
+    assert hparams_from_hf_config(minimal) == hparams_from_hf_config(full)
+
+
+def test_gemma3_defaults_are_transformers_not_the_global_base() -> None:
+    """Gemma3TextConfig: sliding layers rotate with base 10000, global ones with 1e6, a window of
+    4096 on five layers of six, attention scaled by 256 ** -0.5, whatever the file leaves out."""
+    hp = hparams_from_hf_config({"architectures": ["Gemma3ForCausalLM"], **_SIZES})
+    assert (hp.rope_local_theta, hp.rope_theta) == (10000.0, 1_000_000.0)
+    assert (hp.sliding_window, hp.sliding_window_pattern, hp.head_dim) == (4096, 6, 256)
+    assert hp.attn_scale == 256**-0.5 and hp.tie_embeddings and hp.hidden_act == "gelu_tanh"
+    assert [hp.layer_rope_theta(i) for i in (0, 5, 6)] == [10000.0, 1e6, 10000.0]
+
+
+def test_multimodal_gemma3_reads_its_text_config() -> None:
+    text = hf_config("gemma3", tied=True)
+    outer = {"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3"}
+    assert hparams_from_hf_config(outer | {"text_config": text}) == hparams_from_hf_config(text)
+    with pytest.raises(ModelFileError, match=r"text_config\.model_type: unsupported"):
+        hparams_from_hf_config(outer | {"text_config": text | {"model_type": "siglip"}})
+
+
+@pytest.mark.parametrize(
+    ("scaling", "fragment"),
+    [
+        ({"rope_type": "linear", "factor": 0}, "rope_scaling.factor: must be > 0, got 0"),
+        ({"rope_type": "linear", "factor": "2"}, "rope_scaling.factor: must be a number"),
+        ({"rope_type": "linear"}, "rope_scaling.factor: missing"),
+        ({"rope_type": ["linear"]}, "rope_scaling.rope_type: must be a string"),
+        (
+            {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 4.0, "high_freq_factor": 4.0},
+            "high_freq_factor: must be > low_freq_factor",
+        ),
+        ({"rope_type": "llama3", "factor": 8.0}, "llama3 scaling needs low_freq_factor"),
+        ({"rope_type": "yarn", "factor": 4.0, "beta_fast": -1}, "beta_fast: must be > 0"),
+        ([1, 2], "rope_scaling: must be an object, got [1, 2]"),
+    ],
+)
+def test_bad_rope_scaling_is_one_line(scaling: object, fragment: str) -> None:
+    config = hf_config("llama", tied=False, legacy=True) | {"rope_scaling": scaling}
+    with pytest.raises(ModelFileError, match=re.escape(fragment)) as info:
+        hparams_from_hf_config(config, "m/config.json")
+    assert str(info.value).startswith("m/config.json: ")
+
+
+def test_gguf_scaling_factor_without_type_is_linear_as_in_llama_cpp() -> None:
+    assert hparams_from_gguf(
+        _gguf_md("llama", **{"llama.rope.scaling.factor": 4.0}), 100, {}
+    ).rope_scaling == (RopeScaling(kind="linear", factor=4.0))
+    legacy = hparams_from_gguf(_gguf_md("llama", **{"llama.rope.scale_linear": 2.0}), 100, {})
+    assert legacy.rope_scaling == RopeScaling(kind="linear", factor=2.0)
+    unscaled = hparams_from_gguf(_gguf_md("llama", **{"llama.rope.scaling.factor": 0.0}), 100, {})
+    assert unscaled.rope_scaling == RopeScaling()  # llama.cpp: 0 means "not set"
+
+
+def test_biases_follow_the_config() -> None:
+    config = hf_config("llama", tied=False, legacy=True)
+    hp = hparams_from_hf_config(config | {"attention_bias": True, "mlp_bias": True})
+    assert hp.qkv_bias and hp.attn_output_bias and hp.mlp_bias
+    qwen2 = hparams_from_hf_config(hf_config("qwen2", tied=False) | {"attention_bias": True})
+    assert qwen2.qkv_bias and not qwen2.attn_output_bias  # qwen2: q/k/v biases, never o's

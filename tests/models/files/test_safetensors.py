@@ -72,10 +72,12 @@ BAD_HEADERS: dict[str, tuple[bytes, str]] = {
     "not_json": (struct.pack("<Q", 4) + b"{{{{", "not valid JSON"),
     "not_object": (_raw([1, 2], b""), "not a JSON object"),  # type: ignore[arg-type]
     "unknown_dtype": (_raw({"w": {**_F32_2x2, "dtype": "F12"}}, b"\0" * 16), "unknown dtype"),
+    "list_dtype": (_raw({"w": {**_F32_2x2, "dtype": ["F32"]}}, b"\0" * 16), "w: dtype: unknown"),
+    "dict_shape": (_raw({"w": {**_F32_2x2, "shape": {"a": 2}}}, b"\0" * 16), "w: shape:"),
     "bad_shape": (_raw({"w": {**_F32_2x2, "shape": [2, -2]}}, b"\0" * 16), "not a list of sizes"),
     "bad_offsets": (
         _raw({"w": {**_F32_2x2, "data_offsets": [16, 0]}}, b"\0" * 16),
-        "bad data_offsets",
+        "tensor w: data_offsets: bad value [16, 0]",
     ),
     "past_end": (_raw({"w": _F32_2x2}, b"\0" * 8), "truncated: tensor w ends at byte"),
     "size_mismatch": (

@@ -27,6 +27,20 @@ def test_catalog_is_consistent() -> None:
             assert draft.size_bytes < entry.size_bytes, entry
 
 
+def test_starter_name_is_never_a_download(monkeypatch: pytest.MonkeyPatch) -> None:
+    """gemma3-270m is the packaged pretrained starter; its instruction-tuned sibling has a name
+    of its own, so one name never means two models."""
+    from ember.models.registry import starter
+
+    entries = load_catalog()
+    assert starter.STARTER_NAME not in entries
+    sibling = entries[starter.STARTER_SIBLING]
+    assert sibling.repo == "unsloth/gemma-3-270m-it-GGUF" and sibling.size_bytes == 253_000_000
+    monkeypatch.setattr(starter, "starter_installed", lambda: False)
+    with pytest.raises(DownloadError, match=r"^gemma3-270m is the packaged starter .*gemma3-270m-it$"):
+        Puller(open_registry()).pull("gemma3-270m")
+
+
 def test_unknown_catalog_name_lists_known() -> None:
     with pytest.raises(DownloadError, match=r"nope: not a catalog model.*qwen2.5-0.5b"):
         catalog_entry("nope")

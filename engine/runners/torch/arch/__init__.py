@@ -1,4 +1,4 @@
-"""Supported architectures, by GGUF name and by HF model_type."""
+"""The architectures the torch runner builds, by ModelHParams.architecture."""
 
 from __future__ import annotations
 
@@ -13,22 +13,11 @@ ARCHS: dict[str, ArchSpec] = {a.name: a for a in (LLAMA, QWEN2, QWEN3, GEMMA3)}
 SUPPORTED = tuple(ARCHS)
 
 
-def arch_for_gguf(name: str, path: object) -> ArchSpec:
-    """The spec of a GGUF general.architecture, or EngineError pointing to llama.cpp."""
+def arch_spec(name: str, path: object) -> ArchSpec:
+    """The spec of an architecture, or EngineError naming the supported list."""
     if name not in ARCHS:
         raise EngineError(
             f"{path}: architecture {name!r} is not supported by the torch runner "
-            f"(supported: {', '.join(SUPPORTED)}); use --runner llama.cpp"
+            f"(supported: {', '.join(SUPPORTED)}); use --runner llama.cpp for GGUF files"
         )
     return ARCHS[name]
-
-
-def arch_for_hf(model_type: str, path: object) -> ArchSpec:
-    """The spec of an HF config.json model_type, or EngineError naming the supported list."""
-    for spec in ARCHS.values():
-        if model_type in spec.hf_model_types:
-            return spec
-    raise EngineError(
-        f"{path}: model_type {model_type!r} is not supported by the torch runner "
-        f"(supported: {', '.join(SUPPORTED)})"
-    )

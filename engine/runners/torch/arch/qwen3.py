@@ -1,10 +1,5 @@
-"""Qwen3: the llama block with per-head RMSNorm on q and k (before RoPE), no biases."""
+"""Qwen3: the llama block with per-head RMSNorm on q and k before RoPE (from the file)."""
 
 from ember.engine.runners.torch.arch.spec import ArchSpec
 
-QWEN3 = ArchSpec(
-    name="qwen3",
-    hf_model_types=("qwen3",),
-    hf_norm_names={"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm"},
-    qk_norm=True,
-)
+QWEN3 = ArchSpec(name="qwen3")

@@ -82,14 +82,6 @@ def _groups(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return g, g.amin(dim=-1), g.amax(dim=-1)
 
 
-def quantize_int4(w: torch.Tensor) -> Int4Codes:
-    """Asymmetric int4 per group of 32 (min-max): scale = (max - min) / 15, zero = min + 8 scale."""
-    g, lo, hi = _groups(w)
-    scale = ((hi - lo) / 15.0).clamp(min=1e-12)
-    q = torch.round((g - lo[..., None]) / scale[..., None]).clamp(0, 15).to(torch.int32)
-    return Int4Codes(q.reshape(w.shape), scale, lo + 8.0 * scale)
-
-
 def quantize_int8g(w: torch.Tensor) -> tuple[Int4Codes, Int4Codes]:
     """8-bit min-max per group of 32, split into (low, high) int4 planes whose sum is w."""
     g, lo, hi = _groups(w)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ember.engine.runners.torch.config import RopeParams
+from ember.engine.runners.torch.arch import ARCHS
+from ember.engine.runners.torch.config import RopeParams, model_config
 from ember.engine.runners.torch.layers.rope import Rope, apply_rope, inv_freq_for
+from ember.models.files.hparams.hparams import hparams_from_hf_config
 
 HEAD_DIM = 64
 
@@ -22,19 +24,26 @@ CASES = {
 }  # fmt: skip
 
 
-def _ours(params: dict) -> RopeParams:
-    return RopeParams(
-        theta=params["rope_theta"],
-        kind=params["rope_type"],
-        factor=params.get("factor", 1.0),
-        original_context=params.get("original_max_position_embeddings", 2048),
-        low_freq_factor=params.get("low_freq_factor", 1.0),
-        high_freq_factor=params.get("high_freq_factor", 4.0),
-    )
+def _ours(params: dict, generation: str) -> RopeParams:
+    """The runner's RoPE for a llama config.json carrying params, read the one real way:
+    models/files' description, then the runner's mapping of it."""
+    config = {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 1,
+        "hidden_size": HEAD_DIM * 4, "intermediate_size": 512, "num_attention_heads": 4,
+        "vocab_size": 10, "max_position_embeddings": 2048,
+    }  # fmt: skip
+    if generation == "5.x":
+        config["rope_parameters"] = dict(params)
+    else:  # 4.x: rope_theta beside a rope_scaling object (null without scaling)
+        scaling = {k: v for k, v in params.items() if k != "rope_theta"}
+        config["rope_theta"] = params["rope_theta"]
+        config["rope_scaling"] = None if scaling["rope_type"] == "default" else scaling
+    return model_config(hparams_from_hf_config(config), ARCHS["llama"]).rope
 
 
+@pytest.mark.parametrize("generation", ["5.x", "4.x"])
 @pytest.mark.parametrize("kind", sorted(CASES))
-def test_inv_freq_matches_transformers(kind: str) -> None:
+def test_inv_freq_matches_transformers(kind: str, generation: str) -> None:
     from transformers import LlamaConfig
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
@@ -53,7 +62,7 @@ def test_inv_freq_matches_transformers(kind: str) -> None:
         expected_factor = 1.0
     else:
         expected, expected_factor = ROPE_INIT_FUNCTIONS[kind](config, "cpu", seq_len=seq_len)
-    got, factor = inv_freq_for(_ours(params), HEAD_DIM, seq_len or 0)
+    got, factor = inv_freq_for(_ours(params, generation), HEAD_DIM, seq_len or 0)
     torch.testing.assert_close(got, expected.float(), rtol=1e-5, atol=1e-9)
     assert factor == pytest.approx(expected_factor)
 

@@ -3,14 +3,16 @@ loaded from safetensors and from the F32 GGUF (which catches llama's Q/K row per
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from ember.engine.errors import EngineError
 from ember.engine.runners.torch.runner import TorchOptions, TorchRunner
+from ember.models.errors import ModelFileError
+from tests.models.files.badfiles.tiny_hf import write_tiny_hf
 
 from .helpers import decode_logits, greedy, prefill_logits
 
@@ -79,6 +81,8 @@ def test_paged_greedy_equals_contiguous(
 
 
 def test_unsupported_architecture_names_supported_list(tmp_path: Path) -> None:
-    (tmp_path / "config.json").write_text('{"model_type": "mamba"}')
-    with pytest.raises(EngineError, match="mamba.*llama, qwen2, qwen3, gemma3"):
-        TorchRunner.load(tmp_path, F32)
+    folder = write_tiny_hf(tmp_path / "m", "llama")
+    config = {"architectures": ["MambaForCausalLM"], "model_type": "mamba"}
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ModelFileError, match="'MambaForCausalLM'.*llama, qwen2, qwen3, gemma3"):
+        TorchRunner.load(folder, F32)

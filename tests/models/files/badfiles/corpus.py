@@ -133,9 +133,9 @@ BAD_CASES: dict[str, tuple[Edit, str]] = {
     # hyperparameters and architecture checks
     "no_architecture": (
         lambda s: s.drop_kv("general.architecture"),
-        "general.architecture is missing",
+        "general.architecture: missing",
     ),
-    "no_block_count": (lambda s: s.drop_kv("llama.block_count"), "llama.block_count is missing"),
+    "no_block_count": (lambda s: s.drop_kv("llama.block_count"), "llama.block_count: missing"),
     "kv_heads_not_dividing": (
         lambda s: s.set_kv(
             "llama.attention.head_count_kv", kv_u32("llama.attention.head_count_kv", 3)
