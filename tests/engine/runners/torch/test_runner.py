@@ -12,7 +12,7 @@ import pytest
 
 from ember.engine.runners.torch.runner import TorchOptions, TorchRunner
 from ember.models.errors import ModelFileError
-from tests.models.files.badfiles.tiny_hf import write_tiny_hf
+from tests.fixtures.quick_hf import write_tiny_hf
 
 from .helpers import decode_logits, greedy, prefill_logits
 
