@@ -50,6 +50,10 @@ def physical_cores() -> int:
     return len(cores) or os.cpu_count() or 1
 
 
+KV_GGML_TYPES = {"f16": 1, "q8_0": 8, "q4_0": 2}  # GGML type ids of the supported cache types
+KV_BYTES_PER_ELEMENT = {"f16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32}
+
+
 @dataclass(frozen=True)
 class ContextConfig:
     """llama_context_params the runner sets (the rest keep llama.cpp's defaults)."""
@@ -60,6 +64,7 @@ class ContextConfig:
     n_seq_max: int = 64
     n_threads: int = 0  # 0 = physical cores
     flash_attn: bool = False
+    kv_type: str = "f16"  # f16 | q8_0 | q4_0 (K and V cache element type)
 
 
 def quiet_llama_logs() -> None:
@@ -108,10 +113,11 @@ def new_context(model: Any, config: ContextConfig) -> Any:
     params.kv_unified = True  # one cell pool: sharing a prefix copies no data
     params.swa_full = True  # sliding-window layers keep every cell, so prefixes can be shared
     params.no_perf = True
+    params.type_k = params.type_v = KV_GGML_TYPES[config.kv_type]
+    # llama.cpp reads a quantized V cache only inside its flash-attention kernel
+    flash = config.flash_attn or config.kv_type != "f16"
     params.flash_attn_type = (
-        llama.LLAMA_FLASH_ATTN_TYPE_ENABLED
-        if config.flash_attn
-        else llama.LLAMA_FLASH_ATTN_TYPE_DISABLED
+        llama.LLAMA_FLASH_ATTN_TYPE_ENABLED if flash else llama.LLAMA_FLASH_ATTN_TYPE_DISABLED
     )
     ctx = llama.llama_init_from_model(model, params)
     if not ctx:

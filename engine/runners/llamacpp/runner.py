@@ -21,6 +21,8 @@ from ember.engine.runners.base import ForwardBatch, RunnerInfo
 from ember.engine.runners.llamacpp import snapshot
 from ember.engine.runners.llamacpp.blocks import BlockMap, PlannedStep
 from ember.engine.runners.llamacpp.lib import (
+    KV_BYTES_PER_ELEMENT,
+    KV_GGML_TYPES,
     ContextConfig,
     LlamaMemory,
     TokenBatch,
@@ -34,7 +36,6 @@ if TYPE_CHECKING:
     from ember.engine.api import EngineOptions
     from ember.models.text.tokenizers.base import Tokenizer
 
-KV_DTYPE = "f16"  # llama.cpp's default K and V cache type
 KV_SLACK_TOKENS = 256  # cells beyond the engine's blocks, for transient copies
 INITIAL_KV_TOKENS = 512
 
@@ -51,8 +52,11 @@ class LlamaCppConfig:
     flash_attn: bool = False
     use_mmap: bool = True
     use_mlock: bool = False
+    kv_type: str = "f16"  # f16 | q8_0 | q4_0: the cache's element type (quantized: flash attn)
 
     def __post_init__(self) -> None:
+        if self.kv_type not in KV_GGML_TYPES:
+            raise EngineError(f"kv_type={self.kv_type!r}: use one of {', '.join(KV_GGML_TYPES)}")
         if not 2 <= self.max_sequences <= 256:
             raise EngineError(f"max_sequences={self.max_sequences}: must be in [2, 256]")
         if self.batch_tokens < 1 or self.ubatch_tokens < 1 or self.threads < 0:
@@ -81,7 +85,7 @@ def _meta(model: Any, key: str) -> str | None:
     return buf.value.decode("utf-8", "replace") if count >= 0 else None
 
 
-def _model_info(model: Any, device: str, digest: str) -> RunnerInfo:
+def _model_info(model: Any, device: str, digest: str, kv_type: str) -> RunnerInfo:
     llama = lib()
     arch = _meta(model, "general.architecture") or "unknown"
     n_head = max(1, llama.llama_model_n_head(model))
@@ -95,9 +99,14 @@ def _model_info(model: Any, device: str, digest: str) -> RunnerInfo:
         architecture=arch,
         vocab_size=llama.llama_vocab_n_tokens(llama.llama_model_get_vocab(model)),
         context_limit=llama.llama_model_n_ctx_train(model),
-        kv_bytes_per_token=llama.llama_model_n_layer(model) * kv_heads * (key_dim + value_dim) * 2,
+        kv_bytes_per_token=int(
+            llama.llama_model_n_layer(model)
+            * kv_heads
+            * (key_dim + value_dim)
+            * KV_BYTES_PER_ELEMENT[kv_type]
+        ),
         model_digest=digest,
-        dtype=KV_DTYPE,
+        dtype=kv_type,
     )
 
 
@@ -117,7 +126,7 @@ class LlamaCppRunner:
         self.tokenizer = tokenizer
         self._model = model
         device = "cpu" if config.gpu_layers == 0 else _gpu_backend()
-        self.info = _model_info(model, device, digest)
+        self.info = _model_info(model, device, digest, config.kv_type)
         self._ctx: Any = None
         self._blocks: BlockMap | None = None
         self._batch = TokenBatch(config.batch_tokens)
@@ -170,6 +179,7 @@ class LlamaCppRunner:
             n_seq_max=self.config.max_sequences,
             n_threads=self.config.threads,
             flash_attn=self.config.flash_attn,
+            kv_type=self.config.kv_type,
         )
         self._ctx = new_context(self._model, config)
         memory = LlamaMemory(self._ctx)

@@ -1,11 +1,10 @@
-"""Side-by-side speed and memory of the torch runner and llama-cpp-python on one GGUF.
+"""Side-by-side speed and memory of Ember's torch runner, Ember's llama.cpp runner and raw
+llama-cpp-python on one GGUF, alternating, in fresh processes (bench_child.py), medians.
 
-Each measurement runs in a fresh subprocess (cold start and peak RSS are per process): load,
-prefill of a fixed prompt, then greedy decode. The parent takes medians over repetitions.
-The torch runner is measured with its packed-weight cache filled (every start after the first),
-and once more with an empty cache ("torch, 1st run": the one-time conversion). Besides the peak
-RSS, each run reports its runtime's baseline (RSS right after importing torch or llama_cpp),
-so "model RSS" = peak - baseline is what the model itself costs.
+Speed ratios compare the torch runner with raw llama-cpp-python (llama.cpp's own loop); the
+memory ratio compares it with Ember's llama.cpp runner (the same engine around either runner).
+The torch runner starts with its caches filled (the compiled native kernels, or the packed
+weights on the torch-kernel path); "torch, 1st run" starts with empty ones.
 """
 
 from __future__ import annotations
@@ -15,16 +14,16 @@ import os
 import statistics
 import subprocess
 import sys
-import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ember.engine.api import ModelFiles
 
-RUNNERS = ("torch", "llama.cpp")
-FIRST_RUN = "torch, 1st run"  # torch with an empty packed-weight cache
+RUNNERS = ("torch", "llama.cpp runner", "llama.cpp", "torch kernels")
+FIRST_RUN = "torch, 1st run"  # torch with empty caches (kernels compiled, or weights packed)
+MEMORY_REFERENCE = "llama.cpp runner"
 
 
 @dataclass
@@ -45,103 +44,6 @@ class BenchResult:
         return self.peak_rss_mb - self.base_rss_mb
 
 
-def current_rss_mb() -> float:
-    """Resident set size now (Linux /proc; 0 elsewhere)."""
-    try:
-        pages = int(Path("/proc/self/statm").read_text().split()[1])
-    except (OSError, IndexError, ValueError):
-        return 0.0
-    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
-
-
-def _prompt(vocab_size: int, num_tokens: int) -> list[int]:
-    import numpy as np
-
-    return [int(x) for x in np.random.default_rng(0).integers(10, vocab_size, num_tokens)]
-
-
-def _run_torch(
-    path: str, threads: int, prompt_len: int, decode_len: int, t0: float, cache: tuple[str, str]
-) -> tuple[float, float, float, float]:
-    from ember.engine.runners.base import ForwardBatch, SeqStep
-    from ember.engine.runners.torch.runner import TorchOptions, TorchRunner
-
-    packed_dir, digest = cache
-    opts = TorchOptions(device="cpu", threads=threads, packed_cache_dir=packed_dir)
-    runner = TorchRunner.load(path, opts, digest=digest)
-    load_s = time.perf_counter() - t0
-    block_size = 16
-    total = prompt_len + decode_len
-    runner.init_kv(total // block_size + 1, block_size)
-    table = list(range(total // block_size + 1))
-    ids = _prompt(runner.info.vocab_size, prompt_len)
-    t = time.perf_counter()
-    logits = runner.forward(ForwardBatch([SeqStep(0, ids, list(range(prompt_len)), 0, table)]))[0]
-    prefill_s = time.perf_counter() - t
-    first_token_s = time.perf_counter() - t0
-    t = time.perf_counter()
-    for pos in range(prompt_len, total):
-        tok = int(logits[-1].argmax())
-        logits = runner.forward(ForwardBatch([SeqStep(0, [tok], [pos], pos, table)]))[0]
-    return load_s, first_token_s, prompt_len / prefill_s, decode_len / (time.perf_counter() - t)
-
-
-def _run_llamacpp(
-    path: str, threads: int, prompt_len: int, decode_len: int, t0: float, cache: tuple[str, str]
-) -> tuple[float, float, float, float]:
-    import llama_cpp
-    import numpy as np
-    from llama_cpp import Llama
-
-    llm = Llama(
-        path,
-        n_ctx=prompt_len + decode_len + 16,
-        n_batch=prompt_len,
-        n_threads=threads,
-        n_threads_batch=threads,
-        verbose=False,
-    )
-    load_s = time.perf_counter() - t0
-    ids = _prompt(llm.n_vocab(), prompt_len)
-    t = time.perf_counter()
-    llm.eval(ids)
-    prefill_s = time.perf_counter() - t
-    first_token_s = time.perf_counter() - t0
-    vocab = llm.n_vocab()
-
-    def last_logits() -> np.ndarray:
-        ptr = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1)
-        return np.ctypeslib.as_array(ptr, shape=(vocab,))
-
-    t = time.perf_counter()
-    for _ in range(decode_len):
-        tok = int(np.argmax(last_logits()))
-        llm.eval([tok])
-    return load_s, first_token_s, prompt_len / prefill_s, decode_len / (time.perf_counter() - t)
-
-
-def child_main(argv: list[str]) -> None:
-    """Subprocess entry: runner path threads prompt_len decode_len packed_dir digest -> one
-    JSON line (packed_dir "" = no packed-weight cache)."""
-    t0 = time.perf_counter()
-    runner, path = argv[0], argv[1]
-    threads, prompt_len, decode_len = (int(a) for a in argv[2:5])
-    cache = (argv[5], argv[6])
-    torch_like = runner.startswith("torch")
-    if torch_like:
-        import torch  # noqa: F401
-    else:
-        import llama_cpp  # noqa: F401
-    base_mb = current_rss_mb()
-    run = _run_torch if torch_like else _run_llamacpp
-    load_s, first_s, prefill, decode = run(path, threads, prompt_len, decode_len, t0, cache)
-    import resource
-
-    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
-    result = BenchResult(runner, load_s, first_s, prefill, decode, rss_mb, base_mb)
-    print(json.dumps(asdict(result)))
-
-
 def run_once(
     runner: str,
     model: ModelFiles,
@@ -159,7 +61,7 @@ def run_once(
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
     }
-    code = "import sys; from ember.engine.runners.torch.bench import child_main; child_main(sys.argv[1:])"
+    code = "import sys; from ember.engine.runners.torch.bench_child import child_main; child_main(sys.argv[1:])"
     args = [
         sys.executable,
         "-c",
@@ -193,12 +95,18 @@ class BenchTable:
     medians: dict[str, dict[str, float]]
 
     def ratios(self) -> dict[str, float]:
-        """torch / llama.cpp per metric."""
-        return self.ratio("torch")
+        """torch / raw llama.cpp per metric, except memory: torch / Ember's llama.cpp runner."""
+        speed = self.ratio("torch")
+        memory = self.ratio("torch", MEMORY_REFERENCE)
+        return {
+            **speed,
+            "peak_rss_mb": memory["peak_rss_mb"],
+            "model_rss_mb": memory["model_rss_mb"],
+        }
 
-    def ratio(self, runner: str) -> dict[str, float]:
-        """runner / llama.cpp per metric."""
-        a, b = self.medians[runner], self.medians["llama.cpp"]
+    def ratio(self, runner: str, reference: str = "llama.cpp") -> dict[str, float]:
+        """runner / reference per metric."""
+        a, b = self.medians[runner], self.medians[reference]
         return {k: a[k] / b[k] if b[k] else float("nan") for k in a}
 
 
@@ -211,7 +119,8 @@ def run_bench(
     results: dict[str, list[BenchResult]] = {r: [] for r in (*RUNNERS, FIRST_RUN)}
     with tempfile.TemporaryDirectory(prefix="ember-bench-") as tmp:
         cache = str(Path(tmp) / "packed")
-        run_once("torch", model, threads, 16, 4, cache)  # fills the packed-weight cache
+        run_once("torch", model, threads, 16, 4, cache)  # compiles the native kernels
+        run_once("torch kernels", model, threads, 16, 4, cache)  # fills the packed cache
         for i in range(repeats):
             for runner in RUNNERS:
                 results[runner].append(
@@ -233,7 +142,7 @@ def run_bench(
 
 
 def format_table(t: BenchTable) -> str:
-    """The human-readable table with a ratio column."""
+    """The human-readable table with the ratio column."""
     rows = [
         ("load (s)", "load_s", "{:.2f}"),
         ("first token, cold (s)", "first_token_s", "{:.2f}"),
@@ -243,18 +152,21 @@ def format_table(t: BenchTable) -> str:
         ("model RSS (MiB, - runtime)", "model_rss_mb", "{:.0f}"),
     ]
     ratios, first = t.ratios(), t.medians[FIRST_RUN]
+    head = ("torch", "llama.cpp runner", "llama.cpp")
     lines = [
         f"{Path(t.model).name}: {t.gguf_mb:.0f} MiB, {t.threads} threads, median of {t.repeats}",
-        f"{'metric':<28}{'torch':>10}{'llama.cpp':>12}{'ratio':>8}{'1st run':>9}",
+        f"{'metric':<28}{'torch':>9}{'Ember llama':>13}{'raw llama':>11}{'ratio':>8}"
+        f"{'1st run':>9}{'torch kernels':>15}",
     ]
     for label, key, fmt in rows:
-        a, b = t.medians["torch"][key], t.medians["llama.cpp"][key]
+        a, b, c = (t.medians[r][key] for r in head)
         lines.append(
-            f"{label:<28}{fmt.format(a):>10}{fmt.format(b):>12}{ratios[key]:>7.2f}x"
-            f"{fmt.format(first[key]):>9}"
+            f"{label:<28}{fmt.format(a):>9}{fmt.format(b):>13}{fmt.format(c):>11}"
+            f"{ratios[key]:>7.2f}x{fmt.format(first[key]):>9}"
+            f"{fmt.format(t.medians['torch kernels'][key]):>15}"
         )
     lines.append(
-        "torch: packed-weight cache filled (every start after the first); "
-        "1st run: torch converting the GGUF (empty cache)"
+        "ratio: torch / raw llama-cpp-python, memory rows torch / Ember's llama.cpp runner; "
+        "1st run: torch with empty caches; torch kernels: the fallback without a C compiler"
     )
     return "\n".join(lines)

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ember.engine.errors import EngineError
 from ember.engine.runners.torch.config import ModelConfig
-from ember.engine.runners.torch.layers.embedding import QEmbedding
+from ember.engine.runners.torch.layers.embedding import DeviceEmbedding, QEmbedding
 from ember.engine.runners.torch.layers.linear import WEIGHT_FORMATS, QLinear
 from ember.engine.runners.torch.layers.norm import RMSNorm
-from ember.engine.runners.torch.layers.quantize import RowFix, build_linear
+from ember.engine.runners.torch.layers.quantize import CHUNK_ROWS, RowFix, build_linear
 from ember.engine.runners.torch.loader import ModelSource
 from ember.engine.runners.torch.model import DecoderLayer, LayerWeights, Transformer
 from ember.engine.runners.torch.packed_cache import PackedCache, cache_key
@@ -22,6 +23,9 @@ from ember.engine.runners.torch.weights import (
     WeightTensor,
     unpermute_rope_rows,
 )
+
+if TYPE_CHECKING:
+    from ember.engine.runners.torch.native.kernels import Kernels
 
 
 @dataclass(frozen=True)
@@ -53,9 +57,46 @@ def resolve_format(option: str, tensors: list[WeightTensor]) -> str:
     return "dense"
 
 
+def native_ready(src: ModelSource) -> str:
+    """'' when every matrix of src can stay in its GGUF form for the native kernels, else why."""
+    from ember.engine.runners.torch.native.structs import BLOCK_COLS, NATIVE_TYPES
+
+    if src.kind != "gguf":
+        return f"{src.path}: native kernels read GGUF files ({src.kind} runs on torch kernels)"
+    for name, t in src.tensors.items():
+        if len(t.shape) != 2 or name.endswith("norm.weight") or name == "rope_freqs.weight":
+            continue
+        if t.qtype not in NATIVE_TYPES or t.shape[1] % BLOCK_COLS.get(t.qtype, 1):
+            return f"{name}: GGML type {t.qtype} has no native kernel"
+    return ""
+
+
+def _native_out_map(n_rows: list[int], permute: list[int | None], head_dim: int) -> Any:
+    """Output columns of a fused linear whose parts' rows are llama.cpp-permuted (interleaved
+    RoPE pairs): file row h*D + 2b + a of a permuted part goes to column h*D + a*D/2 + b."""
+    import numpy as np
+
+    cols, start = [], 0
+    for rows, heads in zip(n_rows, permute, strict=True):
+        r = np.arange(rows)
+        if heads is not None:
+            h, rem = r // head_dim, r % head_dim
+            r = h * head_dim + (rem % 2) * (head_dim // 2) + rem // 2
+        cols.append(r + start)
+        start += rows
+    return np.concatenate(cols)
+
+
 class _Builder:
-    def __init__(self, src: ModelSource, opts: BuildOptions, cache: PackedCache) -> None:
+    def __init__(
+        self,
+        src: ModelSource,
+        opts: BuildOptions,
+        cache: PackedCache,
+        kernels: Kernels | None = None,
+    ) -> None:
         self.src, self.opts, self.cfg, self.cache = src, opts, src.config, cache
+        self.kernels = kernels
 
     def tensor(self, name: str) -> WeightTensor:
         if name not in self.src.tensors:
@@ -83,6 +124,8 @@ class _Builder:
                     for b, t in zip(biases, tensors, strict=True)
                 ]
             )
+        if self.kernels is not None:
+            return self._native_linear(names, tensors, bias, permute)
         fmt = resolve_format(option, tensors)
         key = "+".join(names)
         layer = build_linear(
@@ -90,6 +133,23 @@ class _Builder:
         )
         self.cache.put(key, layer.state())
         return layer
+
+    def _native_linear(
+        self,
+        names: list[str],
+        tensors: list[WeightTensor],
+        bias: torch.Tensor | None,
+        permute: dict[str, int] | None,
+    ) -> QLinear:
+        from ember.engine.runners.torch.native.kernels import make_linear
+
+        assert self.kernels is not None
+        heads = [permute.get(n) if permute else None for n in names]
+        out_map = None
+        if any(h is not None for h in heads):
+            out_map = _native_out_map([t.shape[0] for t in tensors], heads, self.cfg.head_dim)
+        native = make_linear([(t.raw, t.qtype, t.shape) for t in tensors], bias, out_map)
+        return QLinear.from_native(native, self.kernels, bias)
 
     def layer(self, i: int) -> DecoderLayer:
         p, cfg, fmt = f"blk.{i}.", self.cfg, self.opts.weight_format
@@ -114,8 +174,26 @@ class _Builder:
             w.post_ffn_norm = self.norm(p + "post_ffw_norm.weight")
         return DecoderLayer(i, cfg, w)
 
-    def embedding(self) -> QEmbedding:
+    def embedding(self) -> QEmbedding | DeviceEmbedding:
         table = self.tensor("token_embd.weight")
+        if self.opts.device.type != "cpu":
+            return DeviceEmbedding(
+                table.row_chunks(CHUNK_ROWS),
+                table.shape[0],
+                self.cfg.embed_scale,
+                self.opts.dtype,
+                self.opts.device,
+            )
+        if self.kernels is not None:
+            from ember.engine.runners.torch.native.kernels import mat_of
+
+            kernels, mat = self.kernels, mat_of(table.raw, table.qtype, table.shape)
+            return QEmbedding(
+                lambda ids: kernels.gather(mat, ids),
+                self.cfg.embed_scale,
+                self.opts.dtype,
+                self.opts.device,
+            )
         if table.load is not None:  # safetensors: a dense table in memory
             dense = table.to_float()
             return QEmbedding(
@@ -140,17 +218,22 @@ def _row_fix(n_heads: int | None) -> RowFix | None:
 
 
 def build_model(
-    src: ModelSource, opts: BuildOptions, cache_root: Path | None = None
+    src: ModelSource,
+    opts: BuildOptions,
+    cache_root: Path | None = None,
+    kernels: Kernels | None = None,
 ) -> Transformer:
     """Assemble the Transformer for src with opts (weights leave the mmap layer by layer).
 
-    With cache_root (CPU only), converted weights are mapped from the packed-weight cache when
-    an earlier build saved them, and saved there after a build otherwise."""
+    With kernels (the native library; see native_ready), every matrix stays in the file's
+    mmap in its GGUF form and nothing is converted or cached. Otherwise, with cache_root (CPU
+    only), converted weights are mapped from the packed-weight cache when an earlier build
+    saved them, and saved there after a build otherwise."""
     cache = PackedCache(None)
-    if cache_root is not None and opts.device.type == "cpu":
+    if kernels is None and cache_root is not None and opts.device.type == "cpu":
         options = f"{opts.dtype}|{opts.weight_format}|{opts.head_format}"
         cache = PackedCache.open(cache_root, cache_key(src.path, src.digest, options))
-    b = _Builder(src, opts, cache)
+    b = _Builder(src, opts, cache, kernels)
     cfg: ModelConfig = src.config
     layers = [b.layer(i) for i in range(cfg.n_layers)]
     model = Transformer(cfg, b.embedding(), layers, b.norm("output_norm.weight"), b.head())

@@ -15,7 +15,8 @@ from torch import nn
 from ember.engine.runners.torch.config import ModelConfig
 from ember.engine.runners.torch.kv_store import KVStore
 from ember.engine.runners.torch.layers.attention import AttnPlan, attend
-from ember.engine.runners.torch.layers.embedding import QEmbedding
+from ember.engine.runners.torch.layers.decode_attention import DecodeTables, attend_decode
+from ember.engine.runners.torch.layers.embedding import DeviceEmbedding, QEmbedding
 from ember.engine.runners.torch.layers.linear import QLinear
 from ember.engine.runners.torch.layers.norm import RMSNorm
 from ember.engine.runners.torch.layers.rope import apply_rope_signed
@@ -29,6 +30,10 @@ class StepContext:
     spans: list[tuple[int, int]]  # per sequence: [start, end) of its tokens in the flat batch
     plans: dict[bool, list[AttnPlan]]  # is_sliding -> per sequence plan
     rope: dict[bool, tuple[torch.Tensor, torch.Tensor]]  # is_sliding -> cos, signed sin (N, 1, D)
+    # one-token decode steps in one batch (static shapes, CUDA graphs): is_sliding -> tables;
+    # when set, spans and plans are unused and attention reads the pools through the tables
+    decode: dict[bool, DecodeTables] | None = None
+    visible: dict[bool, torch.Tensor] | None = None  # filled by Transformer.forward from decode
 
 
 @dataclass
@@ -71,11 +76,16 @@ class DecoderLayer(nn.Module):
         qk = apply_rope_signed(qk, cos, sin)  # q and k heads rotated in one pass
         q, k = qk[:, :h], qk[:, h:]
         kv.write(self.index, ctx.slots, k, v)
-        outs = []
-        for (start, end), plan in zip(ctx.spans, ctx.plans[self.sliding], strict=True):
-            keys, values = kv.gather(self.index, plan.blocks, plan.num_keys)
-            outs.append(attend(q[start:end], keys, values, plan.mask, self.scale, self.softcap))
-        attn = outs[0] if len(outs) == 1 else torch.cat(outs)
+        if ctx.decode is not None and ctx.visible is not None:
+            keys, values = kv.gather_tables(self.index, ctx.decode[self.sliding].blocks)
+            visible = ctx.visible[self.sliding]
+            attn = attend_decode(q, keys, values, visible, self.scale, self.softcap)
+        else:
+            outs = []
+            for (start, end), plan in zip(ctx.spans, ctx.plans[self.sliding], strict=True):
+                keys, values = kv.gather(self.index, plan.blocks, plan.num_keys)
+                outs.append(attend(q[start:end], keys, values, plan.mask, self.scale, self.softcap))
+            attn = outs[0] if len(outs) == 1 else torch.cat(outs)
         o = w.o_proj(attn.reshape(n, h * self.head_dim))
         if w.post_attn_norm is not None:
             o = w.post_attn_norm(o)
@@ -94,7 +104,7 @@ class Transformer(nn.Module):
     def __init__(
         self,
         cfg: ModelConfig,
-        embed: QEmbedding,
+        embed: QEmbedding | DeviceEmbedding,
         layers: list[DecoderLayer],
         norm: RMSNorm,
         head: QLinear,
@@ -110,6 +120,8 @@ class Transformer(nn.Module):
         self, ids: torch.Tensor, ctx: StepContext, kv: KVStore, logit_rows: torch.Tensor
     ) -> torch.Tensor:
         """ids (N,) -> float32 logits (R, vocab) for the flat-batch rows logit_rows (R,)."""
+        if ctx.decode is not None:
+            ctx.visible = {s: t.visible(kv.block_size) for s, t in ctx.decode.items()}
         x = self.embed(ids)
         for layer in self.layers:
             x = layer(x, ctx, kv)

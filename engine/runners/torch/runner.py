@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -11,7 +12,10 @@ import torch
 
 from ember.engine.errors import EngineError
 from ember.engine.runners.base import ForwardBatch, RunnerInfo, SeqStep
-from ember.engine.runners.torch.build import BuildOptions, build_model
+from ember.engine.runners.torch import cuda_graphs
+from ember.engine.runners.torch.build import BuildOptions, build_model, native_ready
+from ember.engine.runners.torch.cuda_graphs import DecodeGraphs
+from ember.engine.runners.torch.device_decode import decode_batch, one_token_steps
 from ember.engine.runners.torch.kv_store import KVStore
 from ember.engine.runners.torch.layers.attention import AttnPlan, make_plan
 from ember.engine.runners.torch.layers.rope import Rope, apply_rope, signed_sin
@@ -20,8 +24,13 @@ from ember.engine.runners.torch.model import StepContext, Transformer
 
 if TYPE_CHECKING:
     from ember.engine.api import EngineOptions
+    from ember.engine.runners.torch.native.kernels import Kernels
+    from ember.engine.runners.torch.native.model import NativeModel
     from ember.models.text.tokenizers.base import Tokenizer
 
+log = logging.getLogger(__name__)
+
+NATIVE_MAX_TOKENS = 64  # steps with fewer tokens run as one native call; longer ones on torch
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -37,6 +46,26 @@ class TorchOptions:
     head_format: str = "auto"
     threads: int = 0  # 0 = leave torch's default
     packed_cache_dir: str = ""  # map converted weights from here (packed_cache.py); "" = off
+    kernels: str = "auto"  # auto | native | torch: the CPU's GGUF kernels (native/) or torch's
+    kv_dtype: str = "auto"  # auto (float16 with native kernels, else dtype) | float16 | bfloat16
+    # | float32 | int8 (int8 codes with a float32 scale per token and head)
+
+    def __post_init__(self) -> None:
+        if self.kernels not in ("auto", "native", "torch"):
+            raise EngineError(f"kernels {self.kernels!r}: use auto, native or torch")
+        if self.kv_dtype not in ("auto", "int8", *_DTYPES):
+            raise EngineError(
+                f"kv_dtype {self.kv_dtype!r}: use auto, float16, bfloat16, float32 or int8"
+            )
+
+    def resolve_kv_dtype(self, compute: torch.dtype, native: bool) -> torch.dtype:
+        """The KV pools' element type (auto: float16 like llama.cpp's cache under the native
+        kernels, the compute dtype otherwise)."""
+        if self.kv_dtype == "int8":
+            return torch.int8
+        if self.kv_dtype != "auto":
+            return _DTYPES[self.kv_dtype]
+        return torch.float16 if native and self.dtype == "auto" else compute
 
     def resolve_device(self) -> torch.device:
         """The concrete device; EngineError when the requested one is absent."""
@@ -57,8 +86,11 @@ class TorchOptions:
             raise EngineError(f"device {want!r}: use auto, cpu, cuda or mps")
         return torch.device(want)
 
-    def resolve_dtype(self, device: torch.device) -> torch.dtype:
-        """The compute dtype for device."""
+    def resolve_dtype(self, device: torch.device, native: bool = False) -> torch.dtype:
+        """The compute dtype for device (float32 with the native kernels: their activations
+        are float32, and torch's bfloat16 matmuls are slow on CPUs without AVX512-BF16)."""
+        if self.dtype == "auto" and native:
+            return torch.float32
         if self.dtype == "auto":
             return torch.float16 if device.type == "mps" else torch.bfloat16
         if self.dtype not in _DTYPES:
@@ -70,10 +102,18 @@ class TorchRunner:
     """Runs ForwardBatches through a Transformer whose KV lives in a block-addressed KVStore."""
 
     def __init__(
-        self, src: ModelSource, model: Transformer, device: torch.device, dtype: torch.dtype
+        self,
+        src: ModelSource,
+        model: Transformer,
+        device: torch.device,
+        dtype: torch.dtype,
+        kv_dtype: torch.dtype | None = None,
+        native: NativeModel | None = None,
     ) -> None:
         cfg = src.config
         self.src, self.model, self.cfg, self.device, self.dtype = src, model, cfg, device, dtype
+        self.kv_dtype = kv_dtype or dtype
+        self.native = native  # the one-call decode step (CPU, GGUF, native kernels)
         self._tokenizer: Tokenizer | None = None
         freq_factors = src.tensors.get("rope_freqs.weight")
         factors = freq_factors.to_float() if freq_factors is not None else None
@@ -82,15 +122,16 @@ class TorchRunner:
             for sliding in {cfg.is_sliding(i) for i in range(cfg.n_layers)}
         }
         self.kv: KVStore | None = None
+        self.graphs = DecodeGraphs(self) if cuda_graphs.enabled(self) else None
         self.info = RunnerInfo(
             name="torch",
             device=device.type,
             architecture=cfg.arch,
             vocab_size=cfg.vocab_size,
             context_limit=cfg.context_length,
-            kv_bytes_per_token=2 * cfg.n_layers * cfg.n_kv_heads * cfg.head_dim * dtype.itemsize,
+            kv_bytes_per_token=kv_bytes_per_token(cfg, self.kv_dtype),
             model_digest=src.digest,
-            dtype=str(dtype).removeprefix("torch."),
+            dtype=str(self.kv_dtype).removeprefix("torch."),
         )
 
     @property
@@ -118,8 +159,10 @@ class TorchRunner:
         if opts.threads > 0:
             torch.set_num_threads(opts.threads)
         device = opts.resolve_device()
-        dtype = opts.resolve_dtype(device)
         src = open_model(path, digest)
+        kernels = _native_kernels(opts, device, src)
+        dtype = opts.resolve_dtype(device, native=kernels is not None)
+        kv_dtype = opts.resolve_kv_dtype(dtype, native=kernels is not None)
         build = BuildOptions(
             dtype=dtype,
             device=device,
@@ -128,22 +171,35 @@ class TorchRunner:
         )
         root = Path(opts.packed_cache_dir) if opts.packed_cache_dir and digest else None
         with torch.inference_mode():
-            model = build_model(src, build, root)
-        return cls(src, model, device, dtype)
+            model = build_model(src, build, root, kernels)
+        native = None
+        if kernels is not None:
+            from ember.engine.runners.torch.native.kernels import mat_of
+            from ember.engine.runners.torch.native.model import NativeModel
+
+            table = src.tensors["token_embd.weight"]
+            embed = mat_of(table.raw, table.qtype, table.shape)
+            native = NativeModel(kernels.lib, model, embed, keep=[src.keepalive])
+        return cls(src, model, device, dtype, kv_dtype, native)
 
     def init_kv(self, num_blocks: int, block_size: int) -> None:
-        """Allocate the KV pools (dropping any previous ones first)."""
+        """Allocate the KV pools (dropping any previous ones first). On an accelerator one more
+        block is kept as scratch for the padding rows of captured decode steps."""
         self.kv = None
+        if self.graphs is not None:
+            self.graphs.reset()
         cfg = self.cfg
         self.kv = KVStore(
             cfg.n_layers,
-            num_blocks,
+            num_blocks + (self.device.type != "cpu"),
             block_size,
             cfg.n_kv_heads,
             cfg.head_dim,
-            self.dtype,
+            self.kv_dtype,
             self.device,
         )
+        if self.native is not None:
+            self.native.bind_kv(self.kv)
 
     def _store(self) -> KVStore:
         if self.kv is None:
@@ -190,6 +246,11 @@ class TorchRunner:
         kv = self._store()
         if not batch.steps:
             return []
+        if self.native is not None and batch.num_tokens < NATIVE_MAX_TOKENS:
+            return self.native.forward(batch.steps, self.ropes)
+        if self.device.type != "cpu" and one_token_steps(batch.steps):
+            graphed = self.graphs.forward(batch.steps) if self.graphs is not None else None
+            return graphed if graphed is not None else decode_batch(self, batch.steps)
         ids = torch.tensor(
             [t for st in batch.steps for t in st.token_ids], dtype=torch.int64, device=self.device
         )
@@ -213,10 +274,9 @@ class TorchRunner:
         with torch.inference_mode():
             for layer in range(self.cfg.n_layers):
                 cos, sin = self.ropes[self.cfg.is_sliding(layer)].shift_cos_sin(delta)
-                keys = kv.k[layer].index_select(0, idx)  # (B, bs, Hkv, D)
-                shape = keys.shape
-                rotated = apply_rope(keys.float().flatten(0, 1), cos, sin).view(shape)
-                kv.k[layer].index_copy_(0, idx, rotated.to(kv.dtype))
+                keys = kv.read_keys(layer, idx)  # (B, bs, Hkv, D) float32
+                rotated = apply_rope(keys.flatten(0, 1), cos, sin).view(keys.shape)
+                kv.write_keys(layer, idx, rotated)
 
     def release(self, seq_id: int) -> None:
         """No per-sequence state: blocks belong to the engine."""
@@ -236,12 +296,49 @@ class TorchRunner:
         self.src.keepalive = None
 
 
+def kv_bytes_per_token(cfg: Any, kv_dtype: torch.dtype) -> int:
+    """K and V bytes per token over all layers (int8: the codes plus a float32 scale per head)."""
+    per_head = cfg.head_dim + 4 if kv_dtype == torch.int8 else cfg.head_dim * kv_dtype.itemsize
+    return 2 * cfg.n_layers * cfg.n_kv_heads * per_head
+
+
 def _signed(cos_sin: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
     return cos_sin[0], signed_sin(cos_sin[1])
 
 
 def _first_layer(cfg: Any, sliding: bool) -> int:
     return next(i for i in range(cfg.n_layers) if cfg.is_sliding(i) == sliding)
+
+
+def _native_kernels(opts: TorchOptions, device: torch.device, src: ModelSource) -> Kernels | None:
+    """The native kernels when this load can use them (kernels=native insists: EngineError)."""
+    if opts.kernels == "torch" or device.type != "cpu":
+        if opts.kernels == "native":
+            raise EngineError(f"kernels native: only on the CPU (device is {device.type})")
+        return None
+    reason = ""
+    if opts.weight_format != "auto" or opts.head_format != "auto":
+        reason = "weight_format/head_format ask for torch's packed forms"
+    if not reason:
+        reason = native_ready(src)
+    kernels = None
+    if not reason:
+        from ember.engine.runners.torch.native.kernels import Kernels, native_build
+
+        build = native_build(_native_dir(opts))
+        reason = build.reason
+        kernels = Kernels(build.lib) if build.lib is not None else None
+    if reason and opts.kernels == "native":
+        raise EngineError(f"kernels native: {reason}")
+    if reason:
+        log.info("torch runner: torch kernels (%s)", reason)
+    return kernels
+
+
+def _native_dir(opts: TorchOptions) -> Path | None:
+    """Where the compiled kernels live: beside the packed-weight cache (<cache dir>/native),
+    else a temporary folder (None)."""
+    return Path(opts.packed_cache_dir).parent / "native" if opts.packed_cache_dir else None
 
 
 def _torch_options(options: Any) -> TorchOptions:

@@ -3,7 +3,7 @@ dequantized. The same table can serve as a tied LM head through a QLinear built 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import torch
 
@@ -26,3 +26,31 @@ class QEmbedding:
         if self.scale != 1.0:
             rows = rows * torch.tensor(self.scale, dtype=self.dtype)
         return rows
+
+
+class DeviceEmbedding:
+    """The whole table on an accelerator in the compute dtype (lookups stay on the device, so a
+    decode step can be captured in a CUDA graph); filled chunk by chunk from the file."""
+
+    def __init__(
+        self,
+        chunks: Iterable[torch.Tensor],
+        rows: int,
+        scale: float,
+        dtype: torch.dtype,
+        device: torch.device,
+    ) -> None:
+        self.table = torch.empty(0, dtype=dtype, device=device)
+        parts, filled = [], 0
+        for chunk in chunks:  # float32 (n, hidden) pieces, in row order
+            parts.append(chunk.to(device=device, dtype=dtype))
+            filled += chunk.shape[0]
+        if filled != rows:
+            raise ValueError(f"embedding table: {filled} rows read, {rows} expected")
+        self.table = torch.cat(parts)
+        self.scale = torch.tensor(scale, dtype=dtype, device=device) if scale != 1.0 else None
+        self.dtype, self.device = dtype, device
+
+    def __call__(self, ids: torch.Tensor) -> torch.Tensor:  # (T,) -> (T, hidden)
+        rows = torch.nn.functional.embedding(ids.to(self.device), self.table)
+        return rows * self.scale if self.scale is not None else rows

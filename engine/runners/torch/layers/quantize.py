@@ -200,7 +200,9 @@ def build_linear(
     def dense_fn() -> torch.Tensor:
         return torch.cat(list(_float_chunks(parts, fixes)))
 
-    from_file = parts[0].raw is not None  # GGUF: prefill can re-read the file instead of unpacking
+    # GGUF on the CPU: prefill can re-read the file instead of unpacking (an accelerator keeps
+    # its packed weights: a host-side dequantization per prefill would cost more than it saves)
+    from_file = parts[0].raw is not None and device.type == "cpu"
     b = bias.to(device) if bias is not None else None
     if cached is not None:
         prefill_fn = dense_fn if from_file and cached["fmt"] in ("int4", "int8g") else None

@@ -20,7 +20,10 @@ from .helpers import decode_logits
 
 
 def _logits(model: ModelFiles, packed: Path | None, digest: str | None = None) -> np.ndarray:
-    opts = TorchOptions(device="cpu", threads=1, packed_cache_dir=str(packed or ""))
+    # kernels=torch: the native path converts nothing, so it never uses the packed cache
+    opts = TorchOptions(
+        device="cpu", threads=1, packed_cache_dir=str(packed or ""), kernels="torch"
+    )
     digest = model.digest if digest is None else digest
     runner = TorchRunner.load(model.path, opts, digest=digest)
     assert runner.info.model_digest == digest

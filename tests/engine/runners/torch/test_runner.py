@@ -9,9 +9,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 
+from ember.engine.runners.torch.native.compile import _compiler
 from ember.engine.runners.torch.runner import TorchOptions, TorchRunner
 from ember.models.errors import ModelFileError
+from tests.conftest import PACKED_CACHE_DIR
 from tests.fixtures.quick_hf import write_tiny_hf
 
 from .helpers import decode_logits, greedy, prefill_logits
@@ -19,6 +22,7 @@ from .helpers import decode_logits, greedy, prefill_logits
 ARCHS = ("llama", "qwen2", "qwen3", "gemma3")
 F32 = TorchOptions(device="cpu", dtype="float32", weight_format="dense", head_format="dense")
 TOLERANCE = 1e-3  # max |logit difference| in float32
+INT8_KV_RELATIVE = 0.005  # int8 KV: max |logit difference| / max |logit| (measured <= 0.0016)
 
 
 def prompt_ids(vocab_size: int, length: int = 64, seed: int = 7) -> list[int]:
@@ -68,6 +72,70 @@ def test_decode_matches_transformers(
     runner = TorchRunner.load(_path(tiny_models, arch, source), F32)
     got = decode_logits(runner, ids, prefill=5, block_size=4)
     assert np.abs(got - expected[4:]).max() < TOLERANCE
+
+
+# the compiled kernels go beside the shared packed cache (tests/.cache/native): built once
+NATIVE_F32 = TorchOptions(
+    device="cpu", dtype="float32", kernels="native", packed_cache_dir=PACKED_CACHE_DIR
+)
+needs_cc = pytest.mark.skipif(
+    _compiler() is None, reason="no C compiler: the native kernels cannot be built here"
+)
+
+
+@needs_cc
+def test_native_decode_matches_transformers(
+    reference: tuple[str, list[int], np.ndarray], tiny_models: Any
+) -> None:
+    """The one-call native step (F32 GGUF: float weights, float activations) against
+    transformers: a short prefill and token-by-token decode, both native (under 64 tokens)."""
+    arch, ids, expected = reference
+    runner = TorchRunner.load(tiny_models.gguf(arch, "F32"), NATIVE_F32)
+    assert runner.native is not None
+    got = decode_logits(runner, ids[:40], prefill=30, block_size=4)
+    assert np.abs(got - expected[29:40]).max() < TOLERANCE
+
+
+@needs_cc
+def test_native_prefill_then_decode_matches_transformers(
+    reference: tuple[str, list[int], np.ndarray], tiny_models: Any
+) -> None:
+    """A 64-token prompt runs on the torch modules (float32 over dequantized weights); the
+    native decode that follows reads the KV they wrote."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    arch, ids, _ = reference
+    long_ids = ids + ids[:8]
+    hf = AutoModelForCausalLM.from_pretrained(
+        tiny_models.hf_dir(arch), dtype=torch.float32, attn_implementation="eager"
+    )
+    with torch.no_grad():
+        expected = hf(torch.tensor([long_ids])).logits[0].float().numpy()
+    runner = TorchRunner.load(tiny_models.gguf(arch, "F32"), NATIVE_F32)
+    got = decode_logits(runner, long_ids, prefill=64, block_size=16)
+    assert np.abs(got - expected[63:]).max() < TOLERANCE
+
+
+@pytest.mark.parametrize("kernels", [pytest.param("native", marks=needs_cc), "torch"])
+def test_int8_kv_cache_stays_close_to_transformers(
+    reference: tuple[str, list[int], np.ndarray], tiny_models: Any, kernels: str
+) -> None:
+    """int8 KV pools (codes + a scale per token and head): a prefill on the torch modules, then
+    decode steps (native or torch), within a measured bound of the float32 logits."""
+    arch, ids, expected = reference
+    opts = TorchOptions(
+        device="cpu",
+        dtype="float32",
+        kv_dtype="int8",
+        kernels=kernels,
+        packed_cache_dir=PACKED_CACHE_DIR,
+    )
+    runner = TorchRunner.load(tiny_models.gguf(arch, "F32"), opts)
+    assert runner.kv_dtype == torch.int8 and runner.info.dtype == "int8"
+    got = decode_logits(runner, ids, prefill=40, block_size=16)
+    error = np.abs(got - expected[39:]).max() / np.abs(expected[39:]).max()
+    assert error < INT8_KV_RELATIVE, error
 
 
 def test_paged_greedy_equals_contiguous(

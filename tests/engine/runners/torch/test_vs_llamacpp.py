@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from ember.engine.api import ModelFiles
+from ember.engine.runners.torch.native.compile import _compiler
 from ember.engine.runners.torch.runner import TorchOptions, TorchRunner
 from tests.conftest import PACKED_CACHE_DIR
 
@@ -75,14 +76,16 @@ def test_starter_perplexity_within_1pct_of_llamacpp(
 
 @pytest.mark.model
 @pytest.mark.xfail(
+    _compiler() is None,
     strict=True,
-    reason="measured 96.49% (also 96.49% in float32 with exact dense weights, 96.3% with a "
-    "float32 LM head on the decode path; emulating llama.cpp's 8-bit activation blocks gives "
-    "95.5%): the remaining gap is not isolated; the 97% target is not met",
+    reason="no C compiler, so torch's kernels: measured 96.3% (bf16 activations, int8g head)",
 )
 def test_starter_top1_agrees_97pct_with_llamacpp(
     starter_scores: tuple[list[int], np.ndarray, np.ndarray],
 ) -> None:
+    """Measured 97.1%: every position's logits run float32 over dequantized weights, the LM head
+    in row chunks (its 8-bit-activation kernel gave 95.9% here; the decode path's 96.5% is
+    test_starter_quantized_path_agreement_floor's)."""
     _, got, expected = starter_scores
     agreement = float((got.argmax(-1) == expected.argmax(-1)).mean())
     assert agreement >= 0.97, agreement
@@ -92,7 +95,7 @@ def test_starter_top1_agrees_97pct_with_llamacpp(
 def test_starter_top1_agreement_floor(
     starter_scores: tuple[list[int], np.ndarray, np.ndarray],
 ) -> None:
-    """Regression floor at the measured 96.5% (a wrong layer drops it far below)."""
+    """Regression floor under the measured 97.1% (a wrong layer drops it far below)."""
     _, got, expected = starter_scores
     assert float((got.argmax(-1) == expected.argmax(-1)).mean()) >= 0.96
 
@@ -101,9 +104,9 @@ def test_starter_top1_agreement_floor(
 def test_starter_quantized_path_agreement_floor(
     starter_files: ModelFiles, starter_scores: tuple[list[int], np.ndarray, np.ndarray]
 ) -> None:
-    """Decode runs the packed int8g/int4 kernels, not the prefill's dense weights: scored in
-    16-token steps it agrees 96.1% (measured; 94.7% before int8g was read exactly from the
-    GGUF blocks) and its perplexity stays within 1% of llama.cpp's."""
+    """Decode runs the quantized kernels (native: the GGUF blocks with 8-bit activations, like
+    llama.cpp), not the prefill's dense weights: scored in 16-token steps it agrees 96.5%
+    (measured; one token at a time too) and its perplexity stays within 1% of llama.cpp's."""
     from ember.engine.runners.base import ForwardBatch
 
     from .helpers import SimpleSeq, scattered_blocks

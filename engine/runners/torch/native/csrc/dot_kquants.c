@@ -1,0 +1,166 @@
+/* Dot products of one weight row in a k-quant format (Q4_K, Q5_K, Q6_K) with one q8_K
+ * activation row (256-value blocks, one float scale, sums of codes per 16).
+ *
+ * Q4_K {f16 d, dmin; u8 scales[12]; u8 qs[128]}: 8 sub-blocks of 32 with 6-bit (sc, mn),
+ *   w = d sc q - dmin mn, q in 0..15; bytes 32c..32c+31 of qs hold sub-block 2c in their low
+ *   nibbles and sub-block 2c + 1 in their high nibbles.
+ * Q5_K {f16 d, dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]}: as Q4_K with a fifth bit, bit 2c
+ *   (low nibble) or 2c + 1 (high nibble) of qh[l] for weight l of its sub-block.
+ * Q6_K {u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d}: w = d sc[i / 16] (q - 32), q in 0..63;
+ *   per 128-weight half n, weight 128n + 32s + l (s = 0..3) takes nibble (s >= 2) of
+ *   ql[64n + 32 (s & 1) + l] and bits 2s, 2s + 1 of qh[32n + l].
+ */
+#include "ember_native.h"
+#include "simd.h"
+
+#define ACT256(a, m) ((a)->q256 + (size_t)(m) * (a)->k)
+#define D256(a, m) ((a)->d256 + (size_t)(m) * ((a)->k / 256))
+#define BSUM(a, m) ((a)->bsum256 + (size_t)(m) * ((a)->k / 16))
+
+static inline float f16(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return em_fp16_to_fp32(h);
+}
+
+/* the 6-bit scale and min of sub-block j from the 12 packed bytes */
+static inline void scale_min(int j, const uint8_t *q, int *sc, int *mn) {
+    if (j < 4) {
+        *sc = q[j] & 63, *mn = q[j + 4] & 63;
+    } else {
+        *sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
+        *mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+/* Q4_K and Q5_K: qh = NULL for Q4_K */
+static inline float dot_k45(const uint8_t *w, const em_act *a, int32_t m, int bytes, int five) {
+    const int nb = a->k / 256;
+    const int8_t *x = ACT256(a, m);
+    const float *dx = D256(a, m);
+    const int16_t *bs = BSUM(a, m);
+    float mins = 0.0f;
+#ifdef EM_AVX2
+    __m256 acc = _mm256_setzero_ps();
+    const __m256i low4 = _mm256_set1_epi8(0x0f), one8 = _mm256_set1_epi8(1);
+#else
+    float acc = 0.0f;
+#endif
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *p = w + bytes * b, *qh = p + 16, *qs = p + (five ? 48 : 16);
+        const int8_t *xb = x + 256 * b;
+        const int16_t *bsb = bs + 16 * b;
+        int sc[8], mn[8], summ = 0;
+        for (int j = 0; j < 8; j++) {
+            scale_min(j, p + 4, &sc[j], &mn[j]);
+            summ += mn[j] * (bsb[2 * j] + bsb[2 * j + 1]);
+        }
+#ifdef EM_AVX2
+        __m256i sumi = _mm256_setzero_si256();
+        __m256i hb = five ? em_load32(qh) : _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            __m256i q4 = em_load32(qs + 32 * c);
+            __m256i lo = _mm256_and_si256(q4, low4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), low4);
+            if (five) {
+                __m256i h0 = _mm256_and_si256(_mm256_srli_epi16(hb, 2 * c), one8);
+                __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(hb, 2 * c + 1), one8);
+                lo = _mm256_or_si256(lo, _mm256_slli_epi16(h0, 4));
+                hi = _mm256_or_si256(hi, _mm256_slli_epi16(h1, 4));
+            }
+            __m256i plo = em_dot_u8_pairs(lo, em_load32(xb + 64 * c));
+            __m256i phi = em_dot_u8_pairs(hi, em_load32(xb + 64 * c + 32));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(plo, _mm256_set1_epi16((short)sc[2 * c])));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(phi, _mm256_set1_epi16((short)sc[2 * c + 1])));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(p) * dx[b]), _mm256_cvtepi32_ps(sumi), acc);
+#else
+        int sumi = 0;
+        for (int c = 0; c < 4; c++) {
+            int s0 = 0, s1 = 0;
+            for (int l = 0; l < 32; l++) {
+                int q0 = qs[32 * c + l] & 0x0f, q1 = qs[32 * c + l] >> 4;
+                if (five) {
+                    q0 |= ((qh[l] >> (2 * c)) & 1) << 4;
+                    q1 |= ((qh[l] >> (2 * c + 1)) & 1) << 4;
+                }
+                s0 += q0 * xb[64 * c + l];
+                s1 += q1 * xb[64 * c + 32 + l];
+            }
+            sumi += sc[2 * c] * s0 + sc[2 * c + 1] * s1;
+        }
+        acc += f16(p) * dx[b] * (float)sumi;
+#endif
+        mins += f16(p + 2) * dx[b] * (float)summ;
+    }
+#ifdef EM_AVX2
+    return em_hsum(acc) - mins;
+#else
+    return acc - mins;
+#endif
+}
+
+float em_dot_q4_k(const uint8_t *w, const em_act *a, int32_t m) { return dot_k45(w, a, m, 144, 0); }
+float em_dot_q5_k(const uint8_t *w, const em_act *a, int32_t m) { return dot_k45(w, a, m, 176, 1); }
+
+float em_dot_q6_k(const uint8_t *w, const em_act *a, int32_t m) {
+    const int nb = a->k / 256;
+    const int8_t *x = ACT256(a, m);
+    const float *dx = D256(a, m);
+    const int16_t *bs = BSUM(a, m);
+#ifdef EM_AVX2
+    __m256 acc = _mm256_setzero_ps();
+    const __m256i low4 = _mm256_set1_epi8(0x0f), two = _mm256_set1_epi8(3);
+#else
+    float acc = 0.0f;
+#endif
+    float corr = 0.0f;
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *p = w + 210 * b, *ql = p, *qh = p + 128;
+        const int8_t *sc = (const int8_t *)(p + 192), *xb = x + 256 * b;
+        const int16_t *bsb = bs + 16 * b;
+        const float d = f16(p + 208) * dx[b];
+        int sub = 0;
+        for (int g = 0; g < 16; g++) sub += sc[g] * bsb[g];
+        corr += d * (float)(32 * sub); /* the codes are stored + 32 */
+#ifdef EM_AVX2
+        __m256i sumi = _mm256_setzero_si256();
+        for (int n = 0; n < 2; n++) {
+            __m256i l0 = em_load32(ql + 64 * n), l1 = em_load32(ql + 64 * n + 32);
+            __m256i h = em_load32(qh + 32 * n);
+            __m256i q[4];
+            q[0] = _mm256_and_si256(l0, low4);
+            q[1] = _mm256_and_si256(l1, low4);
+            q[2] = _mm256_and_si256(_mm256_srli_epi16(l0, 4), low4);
+            q[3] = _mm256_and_si256(_mm256_srli_epi16(l1, 4), low4);
+            for (int s = 0; s < 4; s++) {
+                __m256i hs = _mm256_and_si256(_mm256_srli_epi16(h, 2 * s), two);
+                __m256i qs = _mm256_or_si256(q[s], _mm256_slli_epi16(hs, 4));
+                __m256i pr = em_dot_u8_pairs(qs, em_load32(xb + 128 * n + 32 * s));
+                const int8_t *sg = sc + 8 * n + 2 * s;
+                __m256i scv = _mm256_insertf128_si256(
+                    _mm256_castsi128_si256(_mm_set1_epi16(sg[0])), _mm_set1_epi16(sg[1]), 1);
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(pr, scv));
+            }
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+#else
+        int sumi = 0;
+        for (int n = 0; n < 2; n++) {
+            for (int s = 0; s < 4; s++) {
+                for (int l = 0; l < 32; l++) {
+                    int lo = ql[64 * n + 32 * (s & 1) + l];
+                    int q = (s >= 2 ? lo >> 4 : lo & 0x0f) | (((qh[32 * n + l] >> (2 * s)) & 3) << 4);
+                    sumi += sc[8 * n + 2 * s + l / 16] * q * xb[128 * n + 32 * s + l];
+                }
+            }
+        }
+        acc += d * (float)sumi;
+#endif
+    }
+#ifdef EM_AVX2
+    return em_hsum(acc) - corr;
+#else
+    return acc - corr;
+#endif
+}

@@ -1,0 +1,200 @@
+/* One weight row against 4 activation rows at once (batched decode, drafts, short chunks): each
+ * block's codes are unpacked once and multiplied with the 4 rows while they are in registers.
+ * Same math and order per row as the one-row dots (dot_legacy.c, dot_kquants.c). */
+#include "ember_native.h"
+#include "simd.h"
+
+#ifdef EM_AVX2
+#define NR 4
+
+static inline float f16(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return em_fp16_to_fp32(h);
+}
+
+static void store(const __m256 *acc, const float *sub, float *out) {
+    for (int r = 0; r < NR; r++) out[r] = em_hsum(acc[r]) - sub[r];
+}
+
+static void dot4_q8_0(const uint8_t *w, const em_act *a, int32_t m0, float *out) {
+    const int nb = a->k / 32;
+    __m256 acc[NR];
+    const float zero[NR] = {0};
+    for (int r = 0; r < NR; r++) acc[r] = _mm256_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *p = w + 34 * b;
+        const __m256i q = em_load32(p + 2), aq = _mm256_sign_epi8(q, q);
+        const float dw = f16(p);
+        for (int r = 0; r < NR; r++) {
+            const int32_t m = m0 + r;
+            const __m256i x = em_load32(a->q32 + (size_t)m * a->k + 32 * b);
+            __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, _mm256_sign_epi8(x, q)),
+                                          _mm256_set1_epi16(1));
+            const float d = dw * a->d32[(size_t)m * nb + b];
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(s), acc[r]);
+        }
+    }
+    store(acc, zero, out);
+}
+
+/* Q4_0 / Q5_0: unsigned codes, minus offset * s_x per block */
+static inline void dot4_sym(const uint8_t *w, const em_act *a, int32_t m0, float *out, int bytes,
+                            int has_qh) {
+    const int nb = a->k / 32, offset = has_qh ? 16 : 8, qs_at = has_qh ? 6 : 2;
+    __m256 acc[NR];
+    float corr[NR] = {0};
+    for (int r = 0; r < NR; r++) acc[r] = _mm256_setzero_ps();
+    const __m256i five = _mm256_set1_epi8(0x10), one = _mm256_set1_epi16(1);
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *p = w + bytes * b;
+        __m256i q = em_nibbles32(p + qs_at);
+        if (has_qh) q = _mm256_or_si256(q, _mm256_and_si256(em_bits32(p + 2), five));
+        const float dw = f16(p);
+        for (int r = 0; r < NR; r++) {
+            const size_t m = (size_t)(m0 + r);
+            const __m256i x = em_load32(a->q32 + m * a->k + 32 * b);
+            __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), one);
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d32[m * nb + b]),
+                                     _mm256_cvtepi32_ps(s), acc[r]);
+            corr[r] += dw * a->s32[m * nb + b];
+        }
+    }
+    for (int r = 0; r < NR; r++) corr[r] *= (float)offset;
+    store(acc, corr, out);
+}
+
+static void dot4_q4_0(const uint8_t *w, const em_act *a, int32_t m0, float *out) {
+    dot4_sym(w, a, m0, out, 18, 0);
+}
+static void dot4_q5_0(const uint8_t *w, const em_act *a, int32_t m0, float *out) {
+    dot4_sym(w, a, m0, out, 22, 1);
+}
+
+static inline void scale_min(int j, const uint8_t *q, int *sc, int *mn) {
+    if (j < 4) {
+        *sc = q[j] & 63, *mn = q[j + 4] & 63;
+    } else {
+        *sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
+        *mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+/* Q4_K / Q5_K against q8_K rows */
+static inline void dot4_k45(const uint8_t *w, const em_act *a, int32_t m0, float *out, int bytes,
+                            int five) {
+    const int nb = a->k / 256;
+    __m256 acc[NR];
+    float mins[NR] = {0};
+    for (int r = 0; r < NR; r++) acc[r] = _mm256_setzero_ps();
+    const __m256i low4 = _mm256_set1_epi8(0x0f), one8 = _mm256_set1_epi8(1);
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *p = w + bytes * b, *qh = p + 16, *qs = p + (five ? 48 : 16);
+        int sc[8], mn[8];
+        for (int j = 0; j < 8; j++) scale_min(j, p + 4, &sc[j], &mn[j]);
+        __m256i sumi[NR];
+        for (int r = 0; r < NR; r++) sumi[r] = _mm256_setzero_si256();
+        const __m256i hb = five ? em_load32(qh) : _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            const __m256i q4 = em_load32(qs + 32 * c);
+            __m256i lo = _mm256_and_si256(q4, low4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), low4);
+            if (five) {
+                __m256i h0 = _mm256_and_si256(_mm256_srli_epi16(hb, 2 * c), one8);
+                __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(hb, 2 * c + 1), one8);
+                lo = _mm256_or_si256(lo, _mm256_slli_epi16(h0, 4));
+                hi = _mm256_or_si256(hi, _mm256_slli_epi16(h1, 4));
+            }
+            const __m256i s0 = _mm256_set1_epi16((short)sc[2 * c]);
+            const __m256i s1 = _mm256_set1_epi16((short)sc[2 * c + 1]);
+            for (int r = 0; r < NR; r++) {
+                const int8_t *xb = a->q256 + (size_t)(m0 + r) * a->k + 256 * b + 64 * c;
+                __m256i pl = _mm256_maddubs_epi16(lo, em_load32(xb));
+                __m256i ph = _mm256_maddubs_epi16(hi, em_load32(xb + 32));
+                sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(pl, s0));
+                sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(ph, s1));
+            }
+        }
+        const float d = f16(p), dmin = f16(p + 2);
+        for (int r = 0; r < NR; r++) {
+            const size_t m = (size_t)(m0 + r);
+            const float dx = a->d256[m * nb + b];
+            const int16_t *bs = a->bsum256 + m * (a->k / 16) + 16 * b;
+            int summ = 0;
+            for (int j = 0; j < 8; j++) summ += mn[j] * (bs[2 * j] + bs[2 * j + 1]);
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d * dx), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+            mins[r] += dmin * dx * (float)summ;
+        }
+    }
+    store(acc, mins, out);
+}
+
+static void dot4_q4_k(const uint8_t *w, const em_act *a, int32_t m0, float *out) {
+    dot4_k45(w, a, m0, out, 144, 0);
+}
+static void dot4_q5_k(const uint8_t *w, const em_act *a, int32_t m0, float *out) {
+    dot4_k45(w, a, m0, out, 176, 1);
+}
+
+static void dot4_q6_k(const uint8_t *w, const em_act *a, int32_t m0, float *out) {
+    const int nb = a->k / 256;
+    __m256 acc[NR];
+    float corr[NR] = {0};
+    for (int r = 0; r < NR; r++) acc[r] = _mm256_setzero_ps();
+    const __m256i low4 = _mm256_set1_epi8(0x0f), three = _mm256_set1_epi8(3);
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *p = w + 210 * b, *ql = p, *qh = p + 128;
+        const int8_t *sc = (const int8_t *)(p + 192);
+        __m256i sumi[NR];
+        for (int r = 0; r < NR; r++) sumi[r] = _mm256_setzero_si256();
+        for (int n = 0; n < 2; n++) {
+            const __m256i l0 = em_load32(ql + 64 * n), l1 = em_load32(ql + 64 * n + 32);
+            const __m256i h = em_load32(qh + 32 * n);
+            const __m256i lows[4] = {
+                _mm256_and_si256(l0, low4), _mm256_and_si256(l1, low4),
+                _mm256_and_si256(_mm256_srli_epi16(l0, 4), low4),
+                _mm256_and_si256(_mm256_srli_epi16(l1, 4), low4)};
+            for (int s = 0; s < 4; s++) {
+                const __m256i hs = _mm256_and_si256(_mm256_srli_epi16(h, 2 * s), three);
+                const __m256i qs = _mm256_or_si256(lows[s], _mm256_slli_epi16(hs, 4));
+                const int8_t *sg = sc + 8 * n + 2 * s;
+                const __m256i scv = _mm256_insertf128_si256(
+                    _mm256_castsi128_si256(_mm_set1_epi16(sg[0])), _mm_set1_epi16(sg[1]), 1);
+                for (int r = 0; r < NR; r++) {
+                    const int8_t *xb = a->q256 + (size_t)(m0 + r) * a->k + 256 * b + 128 * n + 32 * s;
+                    __m256i pr = _mm256_maddubs_epi16(qs, em_load32(xb));
+                    sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(pr, scv));
+                }
+            }
+        }
+        const float dw = f16(p + 208);
+        for (int r = 0; r < NR; r++) {
+            const size_t m = (size_t)(m0 + r);
+            const float d = dw * a->d256[m * nb + b];
+            const int16_t *bs = a->bsum256 + m * (a->k / 16) + 16 * b;
+            int sub = 0;
+            for (int g = 0; g < 16; g++) sub += sc[g] * bs[g];
+            corr[r] += d * (float)(32 * sub);
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+        }
+    }
+    store(acc, corr, out);
+}
+#endif
+
+em_dot4_fn em_dot4_for(int32_t type) {
+#ifdef EM_AVX2
+    switch (type) {
+    case EM_Q8_0: return dot4_q8_0;
+    case EM_Q4_0: return dot4_q4_0;
+    case EM_Q5_0: return dot4_q5_0;
+    case EM_Q4_K: return dot4_q4_k;
+    case EM_Q5_K: return dot4_q5_k;
+    case EM_Q6_K: return dot4_q6_k;
+    default: return NULL;
+    }
+#else
+    (void)type;
+    return NULL;
+#endif
+}

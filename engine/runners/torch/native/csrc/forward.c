@@ -1,0 +1,236 @@
+/* One forward step of the decoder for a few tokens (decode, drafts, short chunks), all layers
+ * in one call and one OpenMP parallel region: the per-op dispatch of a framework is gone.
+ *
+ * Per layer (pre-norm; Gemma's sandwich norms and q/k norms where the model has them):
+ *   h = norm(x); q|k|v = W_qkv h; q, k = rope(norm_head(q, k)); store k, v at the token slots;
+ *   a = softmax(q k^T * scale [soft-capped]) v over the cache; o = W_o a [post-norm]; x += o;
+ *   h = norm(x); g|u = W_gate_up h; y = W_down (act(g) * u) [post-norm]; x += y.
+ * Then logits = W_head norm(x) [soft-capped] for the requested rows.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention.h"
+#include "ember_native.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+
+static void rmsnorm(const float *x, const float *w, int32_t n, float eps, float *y) {
+    float ss = 0.0f;
+    for (int32_t i = 0; i < n; i++) ss += x[i] * x[i];
+    const float r = 1.0f / sqrtf(ss / (float)n + eps);
+    for (int32_t i = 0; i < n; i++) y[i] = x[i] * r * w[i];
+}
+
+/* NeoX (half-split) rotation of one head with a (cos, sin) table of d/2 pairs */
+static void rope(float *x, const float *cs, int32_t d) {
+    const int32_t half = d / 2;
+    for (int32_t i = 0; i < half; i++) {
+        const float c = cs[2 * i], s = cs[2 * i + 1], a = x[i], b = x[i + half];
+        x[i] = a * c - b * s;
+        x[i + half] = b * c + a * s;
+    }
+}
+
+static inline float gelu_tanh(float x) {
+    const float k = 0.7978845608028654f; /* sqrt(2 / pi) */
+    return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+}
+
+
+static inline float silu(float x) { return x / (1.0f + expf(-x)); }
+
+typedef struct {
+    float *x, *h, *qkv, *att, *y, *gu, *cs, *parts, *scratch, *hrows;
+    int32_t *task_start, *key_start;
+    em_act a_h, a_att, a_ffn, a_head;
+    int32_t n_tasks_max, scratch_per_thread;
+} buffers;
+
+static int alloc_buffers(const em_model *m, const em_step *s, buffers *B) {
+    const int64_t N = s->n_tokens, H = m->hidden, D = m->head_dim, F = m->ffn;
+    const int64_t qkv = (int64_t)(m->n_heads + 2 * m->n_kv) * D, g = m->n_heads / m->n_kv;
+    int32_t max_keys = 1;
+    for (int64_t t = 0; t < N; t++) max_keys = s->key_end[t] > max_keys ? s->key_end[t] : max_keys;
+    const int64_t chunks = (max_keys + EM_KEY_CHUNK - 1) / EM_KEY_CHUNK;
+    memset(B, 0, sizeof(*B));
+    B->n_tasks_max = (int32_t)(N * m->n_kv * chunks);
+    B->scratch_per_thread = (int32_t)(g * EM_KEY_CHUNK + D);
+    B->x = malloc(sizeof(float) * N * H);
+    B->h = malloc(sizeof(float) * N * H);
+    B->y = malloc(sizeof(float) * N * H);
+    B->qkv = malloc(sizeof(float) * N * qkv);
+    B->att = malloc(sizeof(float) * N * m->n_heads * D);
+    B->gu = malloc(sizeof(float) * N * 2 * F);
+    B->cs = malloc(sizeof(float) * 2 * N * D);
+    B->parts = malloc(sizeof(float) * (size_t)B->n_tasks_max * g * (2 + D));
+    B->scratch = malloc(sizeof(float) * (size_t)B->scratch_per_thread * s->n_threads);
+    B->hrows = malloc(sizeof(float) * (s->n_rows > 0 ? s->n_rows : 1) * H);
+    B->task_start = malloc(sizeof(int32_t) * (N + 1));
+    B->key_start = malloc(sizeof(int32_t) * N);
+    if (!B->x || !B->h || !B->y || !B->qkv || !B->att || !B->gu || !B->cs || !B->parts ||
+        !B->scratch || !B->hrows || !B->task_start || !B->key_start)
+        return -1;
+    int n32[3] = {0}, n256[3] = {0}, h32 = 0, h256 = 0;
+    for (int32_t l = 0; l < m->n_layers; l++) {
+        const em_layer *L = &m->layers[l];
+        em_linear_needs(&L->qkv, &n32[0], &n256[0]);
+        em_linear_needs(&L->gate_up, &n32[0], &n256[0]);
+        em_linear_needs(&L->o, &n32[1], &n256[1]);
+        em_linear_needs(&L->down, &n32[2], &n256[2]);
+    }
+    em_linear_needs(&m->head, &h32, &h256);
+    if (em_act_alloc(&B->a_h, B->h, H, (int32_t)N, (int32_t)H, n32[0], n256[0]) ||
+        em_act_alloc(&B->a_att, B->att, m->n_heads * D, (int32_t)N, (int32_t)(m->n_heads * D),
+                     n32[1], n256[1]) ||
+        em_act_alloc(&B->a_ffn, B->gu, 2 * F, (int32_t)N, (int32_t)F, n32[2], n256[2]) ||
+        em_act_alloc(&B->a_head, B->hrows, H, s->n_rows, (int32_t)H, h32, h256))
+        return -1;
+    return 0;
+}
+
+static void free_buffers(buffers *B) {
+    free(B->x), free(B->h), free(B->y), free(B->qkv), free(B->att), free(B->gu), free(B->cs);
+    free(B->parts), free(B->scratch), free(B->hrows), free(B->task_start), free(B->key_start);
+    em_act_free(&B->a_h), em_act_free(&B->a_att), em_act_free(&B->a_ffn), em_act_free(&B->a_head);
+}
+
+static void quantize(em_act *a) { em_act_quantize_rows(a, a->q32 != NULL, a->q256 != NULL); }
+
+/* q/k norms, RoPE, and the KV stores of one layer (all tokens and heads) */
+static void qk_rope_store(const em_model *m, const em_layer *L, const em_step *s, buffers *B) {
+    const int32_t D = m->head_dim, nh = m->n_heads, nkv = m->n_kv, heads = nh + nkv;
+    const int64_t stride = (int64_t)(nh + 2 * nkv) * D;
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < (int64_t)s->n_tokens * heads; i++) {
+        const int64_t t = i / heads;
+        const int32_t hd = (int32_t)(i % heads);
+        float *v = B->qkv + t * stride + (int64_t)hd * D;
+        const float *w = hd < nh ? L->q_norm : L->k_norm;
+        if (w) rmsnorm(v, w, D, m->norm_eps, v);
+        rope(v, B->cs + ((int64_t)L->rope * s->n_tokens + t) * D, D);
+        if (hd >= nh) {
+            const int64_t row = s->slots[t] * nkv + (hd - nh);
+            em_kv_store(L->k_pool, L->k_scale, m->kv_type, row, D, v);
+            em_kv_store(L->v_pool, L->v_scale, m->kv_type, row, D, v + (int64_t)nkv * D);
+        }
+    }
+}
+
+/* softmax(q k^T) v per token and KV head, over chunks of keys on all threads (partial
+ * softmaxes, merged afterwards) */
+static void attention(const em_model *m, const em_layer *L, const em_step *s, buffers *B) {
+    const int32_t N = s->n_tokens, nkv = m->n_kv, g = m->n_heads / nkv, D = m->head_dim;
+#pragma omp single
+    {
+        B->task_start[0] = 0;
+        for (int32_t t = 0; t < N; t++) {
+            const int32_t end = s->key_end[t];
+            const int32_t start = L->window > 0 && end > L->window ? end - L->window : 0;
+            B->key_start[t] = start;
+            B->task_start[t + 1] = B->task_start[t] + (end - start + EM_KEY_CHUNK - 1) / EM_KEY_CHUNK;
+        }
+    }
+    em_attn_args A = {B->qkv, (int64_t)(m->n_heads + 2 * nkv) * D, g, D, nkv, m->block_size,
+                      m->kv_type, m->attn_scale, m->attn_softcap, L->k_pool, L->v_pool,
+                      L->k_scale, L->v_scale, s->table, s->blocks};
+    const int32_t per_kv = B->task_start[N], part = g * (2 + D);
+    float *scratch = B->scratch;
+#ifdef _OPENMP
+    scratch += (int64_t)omp_get_thread_num() * B->scratch_per_thread;
+#endif
+#pragma omp for schedule(static)
+    for (int32_t i = 0; i < per_kv * nkv; i++) {
+        const int32_t kvh = i / per_kv, c = i % per_kv;
+        int32_t t = 0;
+        while (B->task_start[t + 1] <= c) t++;
+        const int32_t k0 = B->key_start[t] + (c - B->task_start[t]) * EM_KEY_CHUNK;
+        const int32_t k1 = k0 + EM_KEY_CHUNK < s->key_end[t] ? k0 + EM_KEY_CHUNK : s->key_end[t];
+        em_attend_chunk(&A, t, kvh, k0, k1, B->parts + (int64_t)i * part, scratch,
+                        scratch + g * EM_KEY_CHUNK);
+    }
+#pragma omp for schedule(static)
+    for (int32_t i = 0; i < N * nkv; i++) {
+        const int32_t t = i / nkv, kvh = i % nkv;
+        const int32_t first = kvh * per_kv + B->task_start[t];
+        em_attend_merge(&A, B->parts + (int64_t)first * part,
+                        B->task_start[t + 1] - B->task_start[t],
+                        B->att + (int64_t)t * m->n_heads * D + (int64_t)kvh * g * D);
+    }
+}
+
+static void layer(const em_model *m, const em_layer *L, const em_step *s, buffers *B) {
+    const int32_t N = s->n_tokens, H = m->hidden, F = m->ffn;
+#pragma omp for schedule(static)
+    for (int32_t t = 0; t < N; t++)
+        rmsnorm(B->x + (int64_t)t * H, L->attn_norm, H, m->norm_eps, B->h + (int64_t)t * H);
+    quantize(&B->a_h);
+    em_linear_rows(&L->qkv, &B->a_h, B->qkv, (int64_t)(m->n_heads + 2 * m->n_kv) * m->head_dim);
+    qk_rope_store(m, L, s, B);
+    attention(m, L, s, B);
+    quantize(&B->a_att);
+    em_linear_rows(&L->o, &B->a_att, B->y, H);
+#pragma omp for schedule(static)
+    for (int32_t t = 0; t < N; t++) {
+        float *y = B->y + (int64_t)t * H, *x = B->x + (int64_t)t * H;
+        if (L->post_attn_norm) rmsnorm(y, L->post_attn_norm, H, m->norm_eps, y);
+        for (int32_t i = 0; i < H; i++) x[i] += y[i];
+        rmsnorm(x, L->ffn_norm, H, m->norm_eps, B->h + (int64_t)t * H);
+    }
+    quantize(&B->a_h);
+    em_linear_rows(&L->gate_up, &B->a_h, B->gu, 2 * (int64_t)F);
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < (int64_t)N * F; i++) {
+        float *gate = B->gu + (i / F) * 2 * F + i % F;
+        *gate = (m->act ? gelu_tanh(*gate) : silu(*gate)) * gate[F];
+    }
+    quantize(&B->a_ffn);
+    em_linear_rows(&L->down, &B->a_ffn, B->y, H);
+#pragma omp for schedule(static)
+    for (int32_t t = 0; t < N; t++) {
+        float *y = B->y + (int64_t)t * H, *x = B->x + (int64_t)t * H;
+        if (L->post_ffn_norm) rmsnorm(y, L->post_ffn_norm, H, m->norm_eps, y);
+        for (int32_t i = 0; i < H; i++) x[i] += y[i];
+    }
+}
+
+int em_forward(const em_model *m, const em_step *s, float *logits) {
+    buffers B;
+    if (alloc_buffers(m, s, &B) != 0) {
+        free_buffers(&B);
+        return -1;
+    }
+    const int32_t N = s->n_tokens, H = m->hidden, D = m->head_dim;
+    em_gather_rows(&m->embed, s->token_ids, N, B.x, m->embed_scale);
+#pragma omp parallel num_threads(s->n_threads)
+    {
+#pragma omp for schedule(static)
+        for (int32_t i = 0; i < 2 * N; i++) { /* (cos, sin) pairs per RoPE table and token */
+            const int32_t r = i / N, t = i % N;
+            const float pos = (float)s->positions[t], f = s->rope_factor[r];
+            for (int32_t j = 0; j < D / 2; j++) {
+                const float a = pos * s->inv_freq[r][j];
+                B.cs[(int64_t)i * D + 2 * j] = cosf(a) * f;
+                B.cs[(int64_t)i * D + 2 * j + 1] = sinf(a) * f;
+            }
+        }
+        for (int32_t l = 0; l < m->n_layers; l++) layer(m, &m->layers[l], s, &B);
+#pragma omp for schedule(static)
+        for (int32_t r = 0; r < s->n_rows; r++)
+            rmsnorm(B.x + (int64_t)s->rows[r] * H, m->out_norm, H, m->norm_eps, B.hrows + (int64_t)r * H);
+        quantize(&B.a_head);
+        em_linear_rows(&m->head, &B.a_head, logits, m->vocab);
+        if (m->final_softcap > 0.0f) {
+            const float cap = m->final_softcap;
+#pragma omp for schedule(static)
+            for (int64_t i = 0; i < (int64_t)s->n_rows * m->vocab; i++)
+                logits[i] = cap * tanhf(logits[i] / cap);
+        }
+    }
+    free_buffers(&B);
+    return 0;
+}

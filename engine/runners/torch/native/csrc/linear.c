@@ -1,0 +1,66 @@
+/* y = x W^T (+ b) for a fused em_linear: the weight rows are split between threads, and each
+ * weight row is multiplied with every activation row while it is in cache. */
+#include <stdlib.h>
+
+#include "ember_native.h"
+
+#define ROWS_PER_TASK 16
+
+const char *em_features(void) {
+#if defined(__AVX2__) && defined(__FMA__)
+    return "avx2 fma";
+#else
+    return "scalar";
+#endif
+}
+
+int em_abi_version(void) { return EM_ABI_VERSION; }
+
+void em_linear_rows(const em_linear *w, const em_act *a, float *y, int64_t ldy) {
+    int64_t start[EM_MAX_PARTS + 1] = {0};
+    for (int p = 0; p < w->n_parts; p++) start[p + 1] = start[p] + w->part[p].rows;
+    const int64_t total = start[w->n_parts], tasks = (total + ROWS_PER_TASK - 1) / ROWS_PER_TASK;
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < tasks; t++) {
+        const int64_t r0 = t * ROWS_PER_TASK, r1 = r0 + ROWS_PER_TASK < total ? r0 + ROWS_PER_TASK : total;
+        for (int p = 0; p < w->n_parts; p++) { /* the task's rows within each part */
+            const int64_t lo = r0 > start[p] ? r0 : start[p], hi = r1 < start[p + 1] ? r1 : start[p + 1];
+            if (lo >= hi) continue;
+            const em_mat *mt = &w->part[p];
+            const em_dot_fn dot = em_dot_for(mt->type);
+            const em_dot4_fn dot4 = em_dot4_for(mt->type);
+            for (int64_t r = lo; r < hi; r++) {
+                const uint8_t *row = mt->data + (r - start[p]) * mt->row_bytes;
+                const int64_t col = w->out_map ? w->out_map[r] : r;
+                const float b = w->bias ? w->bias[r] : 0.0f;
+                int32_t i = 0;
+                if (dot4) {
+                    float four[4];
+                    for (; i + 4 <= a->m; i += 4) {
+                        dot4(row, a, i, four);
+                        for (int j = 0; j < 4; j++) y[(i + j) * ldy + col] = four[j] + b;
+                    }
+                }
+                for (; i < a->m; i++) y[i * ldy + col] = dot(row, a, i) + b;
+            }
+        }
+    }
+}
+
+int em_linear_forward(const em_linear *w, const float *x, int64_t ldx, int32_t m, float *y,
+                      int64_t ldy, int32_t n_threads) {
+    int need32 = 0, need256 = 0;
+    em_act a;
+    em_linear_needs(w, &need32, &need256);
+    if (em_act_alloc(&a, x, ldx, m, w->part[0].cols, need32, need256) != 0) {
+        em_act_free(&a);
+        return -1;
+    }
+#pragma omp parallel num_threads(n_threads)
+    {
+        em_act_quantize_rows(&a, need32, need256);
+        em_linear_rows(w, &a, y, ldy);
+    }
+    em_act_free(&a);
+    return 0;
+}

@@ -1,0 +1,48 @@
+/* AVX2 helpers shared by the dot-product files (compiled only where the compiler targets AVX2). */
+#ifndef EMBER_SIMD_H
+#define EMBER_SIMD_H
+
+#include <string.h>
+
+#if defined(__AVX2__) && defined(__FMA__)
+#define EM_AVX2 1
+#include <immintrin.h>
+
+/* 16 bytes of packed nibbles -> 32 values: the low nibbles (values 0..15), then the high ones */
+static inline __m256i em_nibbles32(const uint8_t *qs) {
+    __m128i t = _mm_loadu_si128((const __m128i *)qs);
+    __m256i v = _mm256_insertf128_si256(_mm256_castsi128_si256(t), _mm_srli_epi16(t, 4), 1);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
+}
+
+/* 32 bits (little endian) -> 32 bytes, 0xff where the bit is set */
+static inline __m256i em_bits32(const uint8_t *qh) {
+    uint32_t h;
+    memcpy(&h, qh, 4);
+    const __m256i pick = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
+                                          2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)h), pick);
+    return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+}
+
+/* sum of a[i] * b[i] over each 4 bytes: signed a (> -128 or exactly its magnitude), signed b */
+static inline __m256i em_dot_i8(__m256i a, __m256i b) {
+    __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a));
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+
+/* unsigned a (< 128), signed b: int16 sums of adjacent pairs */
+static inline __m256i em_dot_u8_pairs(__m256i a, __m256i b) { return _mm256_maddubs_epi16(a, b); }
+
+static inline float em_hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline __m256i em_load32(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+
+#endif
+#endif
