@@ -284,15 +284,16 @@ class Engine:
     def add_request(self, request: GenerationRequest, on_event: EventSink) -> None:
         """Queue a request; its events go to on_event (from inside step())."""
         seq = Sequence(self.encode(request), request.sampling, request_id=request.request_id)
-        # the chat format's stops end its turn, like an end-of-turn token: ignore_eos skips both
-        chat = request.messages is not None and not request.sampling.ignore_eos
-        chat = chat and not self._takes_tool_path(request)
+        chat = request.messages is not None and not self._takes_tool_path(request)
+        # the chat format's stops end its turn, like an end-of-turn token: ignore_eos skips both;
+        # the reply's leading space is the format's either way (a short reply is a prefix of a long)
+        stops = chat and not request.sampling.ignore_eos
         state = RequestState.create(
             seq,
             self.tokenizer,
             self._stop_ids(request),
             on_event,
-            extra_stop=self.chat_stop if chat else (),
+            extra_stop=self.chat_stop if stops else (),
             lstrip=self.chat_lstrip and chat,
         )
         spec = request.constraint or self.tool_constraint(request)
