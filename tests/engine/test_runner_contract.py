@@ -109,9 +109,9 @@ def _remote(model: ModelFiles, backends: dict[str, Backend], stack: ExitStack) -
 # Known regression (found 2026-12-01, not fixed): on the torch runner a prefix-cache hit changes
 # the starter's greedy reply to the scaffolded rainbow question. Fresh, torch answers like
 # llama.cpp ("The rainbow is ..."); with 112 of the 126 prompt tokens cached it starts "Rainbow is
-# a ...". Not the float16 pools (float32 pools do the same) nor the native kernels (the suffix on
-# torch's own path does the same): the cache-hit path's logits differ. Fresh-prompt agreement
-# with llama.cpp is measured in tests/engine/runners/torch/test_vs_llamacpp.py.
+# a ...". With EMBER_NATIVE=off the two agree, so it is the native kernels' multi-token step over
+# cached KV (float32 pools change nothing). Fresh-prompt agreement with llama.cpp is measured in
+# tests/engine/runners/torch/test_vs_llamacpp.py.
 TORCH_CACHE_HIT = pytest.mark.xfail(
     reason="torch runner: a prefix-cache hit changes the greedy reply (see TORCH_CACHE_HIT)",
     strict=False,
