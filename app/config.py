@@ -119,7 +119,28 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, str):
         escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
         return f'"{escaped}"'
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(item) for item in value) + "]"
     raise ConfigError(f"cannot write setting value {value!r} to TOML")
+
+
+def _toml_key(key: str) -> str:
+    bare = key and all(c.isascii() and (c.isalnum() or c in "_-") for c in key)
+    return key if bare else _toml_value(key)
+
+
+def _toml_table(name: str, table: dict[str, Any]) -> list[str]:
+    """`[name]` with its plain keys, then each sub-table as `[name.key]` (e.g. mcp_servers)."""
+    lines = ["", f"[{name}]"]
+    subs = []
+    for key, value in table.items():
+        if isinstance(value, dict):
+            subs.append((key, value))
+        else:
+            lines.append(f"{_toml_key(key)} = {_toml_value(value)}")
+    for key, value in subs:
+        lines += _toml_table(f"{name}.{_toml_key(key)}", value)
+    return lines
 
 
 def save_settings(settings: Settings, paths: Paths | None = None) -> Path:
@@ -134,8 +155,11 @@ def save_settings(settings: Settings, paths: Paths | None = None) -> Path:
             continue
         lines.append(f"{name} = {_toml_value(value)}")
     for name, value in settings.extra.items():
-        if isinstance(value, bool | int | float | str):
-            lines.append(f"{name} = {_toml_value(value)}")
+        if isinstance(value, bool | int | float | str | list):
+            lines.append(f"{_toml_key(name)} = {_toml_value(value)}")
+    for name, value in settings.extra.items():
+        if isinstance(value, dict):  # tables come after every plain key
+            lines += _toml_table(_toml_key(name), value)
     tmp = cfg.with_suffix(".toml.tmp")
     tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
     os.replace(tmp, cfg)

@@ -159,6 +159,8 @@ class Engine:
                 "prefix_store": self.prefix_store is not None,
                 "draft": proposer is not None,
                 "batching": options.max_batch > 1,
+                # the chat template reads enable_thinking (Qwen3's reasoning switch)
+                "thinking_switch": bool(getattr(chat, "thinking_switch", False)),
                 "base_chat": getattr(chat, "kind", "template") == "scaffold",
             },
             tool_format=str(getattr(chat, "tool_format", None) or "generic"),
@@ -282,15 +284,16 @@ class Engine:
     def add_request(self, request: GenerationRequest, on_event: EventSink) -> None:
         """Queue a request; its events go to on_event (from inside step())."""
         seq = Sequence(self.encode(request), request.sampling, request_id=request.request_id)
-        # the chat format's stops end its turn, like an end-of-turn token: ignore_eos skips both
-        chat = request.messages is not None and not request.sampling.ignore_eos
-        chat = chat and not self._takes_tool_path(request)
+        chat = request.messages is not None and not self._takes_tool_path(request)
+        # the chat format's stops end its turn, like an end-of-turn token: ignore_eos skips both;
+        # the reply's leading space is the format's either way (a short reply is a prefix of a long)
+        stops = chat and not request.sampling.ignore_eos
         state = RequestState.create(
             seq,
             self.tokenizer,
             self._stop_ids(request),
             on_event,
-            extra_stop=self.chat_stop if chat else (),
+            extra_stop=self.chat_stop if stops else (),
             lstrip=self.chat_lstrip and chat,
         )
         spec = request.constraint or self.tool_constraint(request)

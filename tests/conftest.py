@@ -1,9 +1,10 @@
-"""Shared test setup: an isolated EMBER_HOME per test, no network to the Hub, marker helpers."""
+"""Shared test setup: an isolated EMBER_HOME per test, no network to the Hub, the shared fixtures
+(the starter model, the tiny models, a local Hub server)."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,6 +15,7 @@ from tests.tools import check_required_tools
 
 if TYPE_CHECKING:
     from ember.engine.api import ModelFiles
+    from tests.models.hub.hub_server import HubServer
 
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -62,6 +64,17 @@ def model_files(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Path], Mo
 def starter_files(starter_gguf: Path, model_files: Callable[[Path], ModelFiles]) -> ModelFiles:
     """The starter model as the engine gets it from app."""
     return model_files(starter_gguf)
+
+
+@pytest.fixture
+def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
+    """A real HTTP server on 127.0.0.1 standing in for the Hub; Ember and huggingface_hub point
+    at it (HF_ENDPOINT, online). A module that needs files in it overrides `hub(hub)`."""
+    from tests.models.hub.hub_server import HubServer, use_hub
+
+    with HubServer() as server:
+        use_hub(monkeypatch, server)
+        yield server
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

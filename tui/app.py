@@ -6,27 +6,33 @@ from typing import TYPE_CHECKING
 
 from textual.app import App
 from textual.binding import Binding
+from textual.message import Message
 
 from ember.app.config import Settings
-from ember.app.history.store import Conversation, History
+from ember.app.history.store import History
 from ember.errors import EmberError
 from ember.paths import Paths, get_paths
 from ember.tui.backend_host import BackendFactory, BackendHost
-from ember.tui.chat_config import engine_options, new_chat_settings
+from ember.tui.chat_config import engine_options
+from ember.tui.chat_session import ChatSession
 from ember.tui.clipboard import copy_fallback
-from ember.tui.messages import BackendLoaded
+from ember.tui.commands import EmberCommands
 from ember.tui.model_catalog import ModelCatalog
+from ember.tui.notices import notify_error
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from ember.engine.api import EngineOptions
+    from ember.tui.toolbox import Toolbox
 
 
 class EmberApp(App[None]):
-    """Chat, models and settings screens over one history, one backend host and one catalog."""
+    """Chat, models and settings screens over one chat session (its history and backend host)
+    and one catalog."""
 
     CSS_PATH = "app.tcss"
+    COMMANDS = App.COMMANDS | {EmberCommands}
     TITLE = "Ember"
     BINDINGS = [
         Binding("ctrl+q", "quit", "Quit", priority=True),
@@ -43,20 +49,57 @@ class EmberApp(App[None]):
         catalog: ModelCatalog,
         paths: Paths | None = None,
         first_run_check: bool = True,
+        toolbox: Toolbox | None = None,
     ) -> None:
         super().__init__()
-        self.settings = settings
         self.history = history
         self.host = BackendHost(backend_factory)
-        self.catalog = catalog
         self.paths = paths or get_paths()
+        self.tools_notice = ""  # why the configured tools are off (a bad [mcp_servers] table)
+        if toolbox is None:
+            toolbox = self._configured_toolbox(settings)
+        self.session = ChatSession(history, self.host, settings, toolbox=toolbox)
+        self.catalog = catalog
         self.first_run_check = first_run_check
         self.copied: list[str] = []  # what copy_text copied, newest last
+
+    def _configured_toolbox(self, settings: Settings) -> Toolbox | None:
+        """The settings' MCP servers as the chats' tools (connected on first use)."""
+        from ember.app.errors import ConfigError
+        from ember.app.mcp.config import mcp_servers
+
+        try:
+            configs = [c for c in mcp_servers(settings.extra) if c.enabled]
+        except ConfigError as exc:
+            self.tools_notice = f"tools are off: {exc}"
+            return None
+        if not configs:
+            return None
+        from ember.app.mcp.hub import McpHub
+        from ember.tui.toolbox import McpToolbox
+
+        return McpToolbox(McpHub(configs, self.paths.cache_dir))
+
+    def close_tools(self) -> None:
+        """Stop the MCP servers (on exit)."""
+        if self.session.toolbox is not None:
+            self.session.toolbox.close()
+
+    @property
+    def settings(self) -> Settings:
+        """The defaults for new chats (held by the session, which uses them)."""
+        return self.session.settings
+
+    @settings.setter
+    def settings(self, settings: Settings) -> None:
+        self.session.settings = settings
 
     def on_mount(self) -> None:
         from ember.tui.screens.chat import ChatScreen
 
-        self.push_screen(ChatScreen())
+        self.push_screen(ChatScreen(self.session))
+        if self.tools_notice:
+            self.notify(self.tools_notice, severity="error", markup=False, timeout=15)
         if self.history.notice:
             self.notify(self.history.notice, severity="warning", markup=False, timeout=15)
         if self.first_run_check and not self._local_models_or_warn():
@@ -68,16 +111,10 @@ class EmberApp(App[None]):
         try:
             return bool(self.catalog.list_local())
         except EmberError as exc:
-            self.notify(f"model registry: {exc}", severity="error", markup=False)
+            notify_error(self, "Model registry", exc)
             return True
 
     # shared services for the screens
-
-    def new_conversation(self, title: str = "New chat") -> Conversation:
-        """A conversation with the current defaults (model, sampling, system prompt)."""
-        return self.history.create_conversation(
-            title, self.settings.system_prompt, new_chat_settings(self.settings)
-        )
 
     def model_names(self) -> list[str]:
         """Names of the local models (for pickers); empty if the registry is unreadable."""
@@ -97,15 +134,12 @@ class EmberApp(App[None]):
 
     def _load(self, options: EngineOptions) -> None:
         try:
-            backend = self.host.get(options)
+            self.session.load(options, self._post_to_chat)
         except Exception as exc:  # noqa: BLE001 - shown as a one-line notification
-            self.notify(
-                f"model {options.model} failed to load: {exc}", severity="error", markup=False
-            )
-            return
-        self.call_from_thread(self._post_to_chat, BackendLoaded(backend.info))
+            notify_error(self, f"Model {options.model} did not load", exc)
 
-    def _post_to_chat(self, message: BackendLoaded) -> None:
+    def _post_to_chat(self, message: Message) -> None:
+        """Post to the chat screen (thread-safe, like every post_message)."""
         from ember.tui.screens.chat import ChatScreen
 
         for screen in self.screen_stack:
@@ -156,9 +190,5 @@ class EmberApp(App[None]):
 
     async def action_quit(self) -> None:
         """Stop a streaming reply (kept, marked stopped) and leave; the caller closes the host."""
-        from ember.tui.screens.chat import ChatScreen
-
-        for screen in self.screen_stack:
-            if isinstance(screen, ChatScreen):
-                screen.shutdown()
+        self.session.shutdown()
         self.exit()

@@ -19,8 +19,11 @@ class BackendHost:
         self._backend: Backend | None = None
         self._options: EngineOptions | None = None
 
-    def get(self, options: EngineOptions) -> Backend:
-        """The backend for options, loading it (blocking) if another or none is loaded."""
+    def get(
+        self, options: EngineOptions, on_load: Callable[[Backend], object] | None = None
+    ) -> Backend:
+        """The backend for options, loading it (blocking) if another or none is loaded;
+        on_load(backend) runs once for a backend this call loaded (not for one already there)."""
         with self._lock:
             if self._backend is not None and self._options == options:
                 return self._backend
@@ -29,6 +32,8 @@ class BackendHost:
                 self._backend = self._options = None
             self._backend = self._factory(options)
             self._options = options
+            if on_load is not None:
+                on_load(self._backend)
             return self._backend
 
     @property

@@ -9,6 +9,7 @@ from ember.app import options as app_options
 from ember.app.config import Settings
 from ember.app.history.store import Message
 from ember.engine.api import ChatMessage, EngineOptions, SamplingParams
+from ember.tui.reply_parts import assistant_turns
 
 SAMPLING_KEYS = ("temperature", "top_k", "top_p", "min_p", "repeat_penalty", "max_tokens")
 # statuses whose text the model sees again in later turns
@@ -50,7 +51,18 @@ def chat_messages(system_prompt: str, path: list[Message]) -> tuple[ChatMessage,
         out.append(ChatMessage("system", system_prompt))
     for message in path:
         if message.role == "user":
-            out.append(ChatMessage("user", message.content))
-        elif message.status in _REPLAYED and message.content:
-            out.append(ChatMessage("assistant", message.content))
+            out.append(ChatMessage("user", user_text(message)))
+        elif message.status in _REPLAYED and (message.content or message.parts):
+            out.extend(assistant_turns(message.parts, message.content))
     return tuple(out)
+
+
+def file_block(name: str, text: str) -> str:
+    """How an attached file reaches the model: fenced by its name, before the message."""
+    return f"[file {name}]\n{text.rstrip()}\n[end of file {name}]\n\n"
+
+
+def user_text(message: Message) -> str:
+    """A user message as the model reads it: its attached files, then what the user wrote."""
+    files = "".join(file_block(p.name, p.text) for p in message.parts if p.kind == "file")
+    return files + message.content

@@ -58,6 +58,7 @@ class FakeScript:
     fail_after_tokens: int | None = None  # then Finished(reason="error")
     error: str = "fake failure"
     echo: bool = False  # reply "You said: <last user message>" instead of the scripted replies
+    thinking_switch: bool = False  # report a chat template with enable_thinking
 
 
 class FakeHandle(EventStream):
@@ -131,7 +132,11 @@ class FakeBackend:
             device="cpu",
             architecture="fake",
             context_limit=limit,
-            features={"sink_window": self.options.window != 0, "prefix_cache": True},
+            features={
+                "sink_window": self.options.window != 0,
+                "prefix_cache": True,
+                "thinking_switch": self.script.thinking_switch,
+            },
         )
 
     @property

@@ -26,6 +26,7 @@ class FakeCatalog:
         download_steps: int = 5,
         step_s: float = 0.0,
         download_error: str = "",
+        offline: bool = False,
     ) -> None:
         self.models = list(models or [])
         self.starter = starter
@@ -33,6 +34,7 @@ class FakeCatalog:
         self.download_steps = download_steps
         self.step_s = step_s
         self.download_error = download_error
+        self.offline_mode = offline
         self.release = threading.Event()  # set to let a paused download continue
         self.release.set()
         self.partial: dict[str, int] = {}  # filename -> steps done (a resumable .part)
@@ -61,10 +63,17 @@ class FakeCatalog:
     def curated(self) -> list[HubRepo]:
         return list(CURATED)
 
+    def offline(self) -> bool:
+        return self.offline_mode
+
     def search(self, query: str) -> list[HubRepo]:
+        if self.offline_mode:  # the real client's wording
+            raise DownloadError("search: offline mode is on (HF_HUB_OFFLINE=1 or --offline)")
         return [r for r in CURATED if query.lower() in r.repo_id.lower()]
 
     def quants(self, repo_id: str) -> list[QuantOption]:
+        if self.offline_mode:
+            raise DownloadError(f"{repo_id}: offline mode is on; cannot list the repo on the Hub")
         stem = repo_id.split("/")[-1].removesuffix("-GGUF")
         return [
             QuantOption(f"{stem}-Q4_K_M.gguf", "Q4_K_M", 400_000_000),

@@ -73,6 +73,11 @@ class RegistryCatalog:
             if e.format == "gguf"
         ]
 
+    def offline(self) -> bool:
+        from ember.models.hub.client import is_offline
+
+        return is_offline()
+
     def search(self, query: str) -> list[HubRepo]:
         from ember.models.hub import client as hub
 

@@ -55,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
                 app.run()
         finally:
             app.host.close()  # after the screen is restored: an engine step may take a moment
+            app.close_tools()
     finally:
         history.close()
     if app.return_code:  # Textual stopped on an exception: never exit 0 after that

@@ -13,6 +13,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
+from ember.app.history.parts import MessagePart, parts_from_json
 from ember.text import clean
 
 MessageStatus = str  # complete | streaming | stopped | interrupted | error
@@ -46,6 +47,22 @@ class Message:
     created_at: float
     stats: dict[str, Any] = field(default_factory=dict)
     damaged: str = ""  # which fields of the row were broken ("" when none)
+    parts: tuple[MessagePart, ...] = ()  # reasoning, tool calls and results (parts.py)
+
+
+@dataclass(frozen=True)
+class TreeMessage:
+    """A message to insert with `History.add_tree`: `key` and `parent_key` are the caller's
+    own ids (an export file's), mapped to new ids; a parent comes before its children."""
+
+    key: int
+    parent_key: int | None
+    role: str
+    content: str
+    status: MessageStatus = "complete"
+    created_at: float = 0.0
+    stats: dict[str, Any] = field(default_factory=dict)
+    parts: tuple[MessagePart, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -68,10 +85,11 @@ def conversation_from_row(row: sqlite3.Row) -> Conversation:
 
 def message_from_row(row: sqlite3.Row) -> Message:
     fields = _Fields(row)
+    parts = fields.parts("parts_json")  # read first: a broken column is noted in `damaged`
     return Message(
         row["id"], row["conversation_id"], row["parent_id"], fields.text("role"),
         fields.text("content"), fields.text("status"), fields.number("created_at"),
-        fields.json_object("stats_json"), fields.damaged,
+        fields.json_object("stats_json"), fields.damaged, parts,
     )  # fmt: skip
 
 
@@ -104,6 +122,13 @@ class _Fields:
             return float(value)
         self.broken.append(f"{column}: not a number")
         return 0.0
+
+    def parts(self, column: str) -> tuple[MessagePart, ...]:
+        try:
+            return parts_from_json(self.text(column))
+        except ValueError:
+            self.broken.append(f"{column}: not a list of parts")
+            return ()
 
     def json_object(self, column: str) -> dict[str, Any]:
         try:

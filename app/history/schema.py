@@ -51,9 +51,15 @@ def _statements(db: sqlite3.Connection, script: str) -> None:
             db.execute(statement)
 
 
-# Append-only: never edit or reorder an entry, add m002_... for a schema change.
+def _m002_message_parts(db: sqlite3.Connection) -> None:
+    # a reply's reasoning, tool calls and tool results (app/history/parts.py), as a JSON list
+    db.execute("ALTER TABLE messages ADD COLUMN parts_json TEXT NOT NULL DEFAULT '[]'")
+
+
+# Append-only: never edit or reorder an entry, add m003_... for a schema change.
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("m001_initial", _m001_initial),
+    ("m002_message_parts", _m002_message_parts),
 ]
 
 

@@ -25,12 +25,14 @@ from typing import Any
 from ember.app.errors import HistoryError
 from ember.app.history.connect import DEFAULT_WAIT_S, failure_message, open_database
 from ember.app.history.lock import HistoryLock
+from ember.app.history.parts import MessagePart, parts_to_json
 from ember.app.history.presets import PresetsMixin
 from ember.app.history.records import (
     Conversation,
     Message,
     MessageStatus,
     Preset,
+    TreeMessage,
     conversation_from_row,
     message_from_row,
 )
@@ -187,14 +189,24 @@ class History(PresetsMixin):
         content: str,
         parent_id: int | None,
         status: MessageStatus = "complete",
+        parts: tuple[MessagePart, ...] = (),
     ) -> Message:
         """Append a message under parent_id and make it the conversation's shown leaf."""
         now = time.time()
         with self._writing(f"the {role} message"):
             cur = self._db.execute(
-                "INSERT INTO messages (conversation_id, parent_id, role, content, status, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (conversation_id, parent_id, role, clean(content), status, now),
+                "INSERT INTO messages"
+                " (conversation_id, parent_id, role, content, status, created_at, parts_json)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    conversation_id,
+                    parent_id,
+                    role,
+                    clean(content),
+                    status,
+                    now,
+                    parts_to_json(parts),
+                ),
             )
             message_id = int(cur.lastrowid or 0)
             self._db.execute(
@@ -218,8 +230,9 @@ class History(PresetsMixin):
         status: MessageStatus | None = None,
         stats: dict[str, Any] | None = None,
         durable: bool = True,
+        parts: tuple[MessagePart, ...] | None = None,
     ) -> None:
-        """Store a reply's text so far (and its final status and stats).
+        """Store a reply's text so far (and its final status and stats; its parts when given).
 
         durable=False skips the fsync (the text survives a killed process, not a power cut): for
         the periodic saves of a streaming reply, so the UI thread never waits on the disk.
@@ -231,6 +244,9 @@ class History(PresetsMixin):
         if stats is not None:
             sets.append("stats_json=?")
             args.append(json.dumps(stats))
+        if parts is not None:
+            sets.append("parts_json=?")
+            args.append(parts_to_json(parts))
         with self._reading("the reply"):
             if not durable:
                 self._db.execute("PRAGMA synchronous=NORMAL")
@@ -270,6 +286,48 @@ class History(PresetsMixin):
             ordered.append(message)
             current = message.parent_id
         return ordered[::-1]
+
+    def tree(self, conversation_id: int) -> list[Message]:
+        """Every message of a conversation, every branch, oldest first."""
+        with self._reading(f"conversation {conversation_id}"):
+            rows = self._db.execute(
+                "SELECT * FROM messages WHERE conversation_id=? ORDER BY id", (conversation_id,)
+            ).fetchall()
+        return [message_from_row(r) for r in rows]
+
+    def add_tree(
+        self, conversation: Conversation, messages: list[TreeMessage], leaf_key: int | None
+    ) -> Conversation:
+        """Insert a whole conversation (title, times, system prompt, settings of `conversation`;
+        its id and preset are ignored) and its messages in one transaction: all or nothing."""
+        new_ids: dict[int, int] = {}
+        with self._writing("the imported chat"):
+            cur = self._db.execute(
+                "INSERT INTO conversations"
+                " (title, created_at, updated_at, system_prompt, settings_json)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (
+                    clean(conversation.title), conversation.created_at, conversation.updated_at,
+                    clean(conversation.system_prompt), json.dumps(conversation.settings),
+                ),
+            )  # fmt: skip
+            conversation_id = int(cur.lastrowid or 0)
+            for m in messages:
+                parent = None if m.parent_key is None else new_ids[m.parent_key]
+                cur = self._db.execute(
+                    "INSERT INTO messages (conversation_id, parent_id, role, content, status,"
+                    " created_at, stats_json, parts_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        conversation_id, parent, m.role, clean(m.content), m.status,
+                        m.created_at, json.dumps(m.stats), parts_to_json(m.parts),
+                    ),
+                )  # fmt: skip
+                new_ids[m.key] = int(cur.lastrowid or 0)
+            leaf = None if leaf_key is None else new_ids[leaf_key]
+            self._db.execute(
+                "UPDATE conversations SET leaf_id=? WHERE id=?", (leaf, conversation_id)
+            )
+        return self.conversation(conversation_id)
 
     def siblings(self, message_id: int) -> list[Message]:
         """The message and its alternatives (same parent), oldest first."""

@@ -21,7 +21,8 @@ KNOWN = frozenset(
         "max_completion_tokens", "temperature", "top_p", "top_k", "min_p", "presence_penalty",
         "frequency_penalty", "repeat_penalty", "seed", "stop", "n", "tools", "tool_choice",
         "parallel_tool_calls", "response_format", "chat_template_kwargs", "user", "logprobs",
-        "top_logprobs", "ignore_eos", "stop_token_ids", "repetition_penalty",
+        "top_logprobs", "ignore_eos", "stop_token_ids", "repetition_penalty", "dry_multiplier", "dry_base",
+        "dry_allowed_length", "dry_penalty_last_n", "dry_sequence_breakers",
     }
 )  # fmt: skip
 

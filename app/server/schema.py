@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ember.app.server import chat_fields
+from ember.app.server import chat_fields, dry_fields
 from ember.app.server.errors import RequestInvalid
 from ember.engine.api import MAX_SEED, ChatMessage, GenerationRequest, SamplingParams
 from ember.engine.errors import EngineError
@@ -171,6 +171,7 @@ def _sampling(body: dict[str, Any], max_tokens_cap: int) -> SamplingParams:
         stop=_stop(body),
         stop_token_ids=_stop_token_ids(body),
         ignore_eos=_ignore_eos(body),
+        **dry_fields.parse_dry(body),
     )
 
 

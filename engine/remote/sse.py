@@ -40,6 +40,12 @@ def sampling_fields(params: SamplingParams) -> dict[str, Any]:
         body["stop_token_ids"] = list(params.stop_token_ids)
     if params.ignore_eos:
         body["ignore_eos"] = True
+    if params.dry_multiplier:  # llama-server's (and Ember's) DRY fields
+        body["dry_multiplier"] = params.dry_multiplier
+        body["dry_base"] = params.dry_base
+        body["dry_allowed_length"] = params.dry_allowed_length
+        body["dry_penalty_last_n"] = params.dry_penalty_last_n
+        body["dry_sequence_breakers"] = list(params.dry_sequence_breakers)
     return body
 
 

@@ -82,6 +82,7 @@ class TemplateChat:
         self.template = template
         self.tokenizer = tokenizer
         self.tool_format = detect_tool_format(template.source).name
+        self.thinking_switch = "enable_thinking" in (template.source or "")
         self.reason = reason  # why the template and not the base-model scaffold
 
     def __call__(

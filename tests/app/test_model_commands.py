@@ -3,15 +3,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ember.app.cli import main
-from tests.models.files.tiny_gguf import write_tiny_gguf, write_tiny_safetensors
-from tests.models.hub.hub_server import HubServer, use_hub
+from tests.fixtures.quick_gguf import write_tiny_gguf
+from tests.fixtures.quick_hf import write_tiny_hf
+from tests.models.hub.hub_server import HubServer
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -26,7 +26,7 @@ def test_show_gguf_path_json(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert code == 0
     info = json.loads(out)
     assert info["format"] == "gguf" and info["architecture"] == "llama"
-    assert info["context_length"] == 128
+    assert info["context_length"] == 256  # quick_gguf's default
     assert info["size_bytes"] == path.stat().st_size
     import hashlib
 
@@ -35,7 +35,7 @@ def test_show_gguf_path_json(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 
 
 def test_show_text_and_unknown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    folder = write_tiny_safetensors(tmp_path / "st")
+    folder = write_tiny_hf(tmp_path / "st")
     code, out, _ = _run(capsys, "show", str(folder))
     assert code == 0
     assert "architecture" in out and "llama" in out and "sha256" in out
@@ -139,13 +139,6 @@ def test_rm_confirms_on_a_terminal(
 # ---- against the fake Hub -------------------------------------------------------------------
 
 
-@pytest.fixture
-def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
-    with HubServer() as server:
-        use_hub(monkeypatch, server)
-        yield server
-
-
 def test_search(hub: HubServer, capsys: pytest.CaptureFixture[str]) -> None:
     hub.add_repo("org/tiny-GGUF", {"a-Q4_0.gguf": b"x" * 5000}, downloads=5, tags=["gguf"])
     hub.add_repo(
@@ -172,7 +165,7 @@ def test_search_offline(capsys: pytest.CaptureFixture[str]) -> None:
 def test_pull_list_then_pull_json(
     hub: HubServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    q4 = write_tiny_gguf(tmp_path / "a.gguf", rows=64).read_bytes()
+    q4 = write_tiny_gguf(tmp_path / "a.gguf", n_vocab=64).read_bytes()
     hub.add_repo("org/t-GGUF", {"t-Q4_K_M.gguf": q4, "t-Q8_0.gguf": q4 + b""})
     code, out, _ = _run(capsys, "pull", "org/t-GGUF", "--list")
     assert code == 0 and "* Q4_K_M" in out and "Q8_0" in out and "KV@4096" in out
@@ -204,7 +197,7 @@ def test_pull_offline_names_what_is_missing(
 def test_pull_safetensors_repo_end_to_end(
     hub: HubServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    src = write_tiny_safetensors(tmp_path / "src", shards=2)
+    src = write_tiny_hf(tmp_path / "src", n_shards=2)
     files = {p.name: p.read_bytes() for p in src.iterdir()}
     files["pytorch_model.bin"] = b"pickle"  # never fetched: safetensors exist
     files["original/consolidated.safetensors"] = b"unused"

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from ember.app.cli import main
+from tests.fixtures.quick_hf import write_tiny_hf
 from tests.models.files.badfiles.hostile_hf import HOSTILE, write_hostile
-from tests.models.files.badfiles.tiny_hf import write_tiny_hf
 
 CASES = sorted(HOSTILE)
 

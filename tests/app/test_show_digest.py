@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ember.app.cli import main
-from tests.models.files.tiny_gguf import write_tiny_gguf
+from tests.fixtures.quick_gguf import write_tiny_gguf
 
 
 def test_digest_last_or_skipped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

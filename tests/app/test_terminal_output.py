@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from ember.app.cli import main
+from tests.fixtures.quick_gguf import write_tiny_gguf
 from tests.models.files.badfiles.layout import build, kv_str, spec_from_file
-from tests.models.files.tiny_gguf import write_tiny_gguf
 
 EVIL = "tiny\x1b[2J\x1b[31m\nember: error: pwned\r\u202etxt.exe\x07"
 

@@ -37,7 +37,16 @@ def test_presence_frequency_and_last_n_window() -> None:
     out = apply_penalties(_logits(), [2, 2, 2, 4, 4], params)
     assert out[2] == pytest.approx(2.0 - 0.25 - 0.5)  # only one 2 inside the last 3
     assert out[4] == pytest.approx(0.5 - 0.5 - 0.5)
-    assert apply_penalties(_logits(), [1], SamplingParams()) is not None
+    untouched = [0, 1, 3, 5]  # ids outside the window or never seen keep their logits
+    np.testing.assert_array_equal(out[untouched], _logits()[untouched])
+
+
+def test_penalties_off_leave_logits_unchanged() -> None:
+    np.testing.assert_array_equal(
+        apply_penalties(_logits(), [1, 1, 2], SamplingParams()), _logits()
+    )
+    window_off = SamplingParams(repeat_penalty=2.0, presence_penalty=1.0, penalty_last_n=0)
+    np.testing.assert_array_equal(apply_penalties(_logits(), [1, 2], window_off), _logits())
 
 
 def test_top_k_top_p_min_p_filters() -> None:

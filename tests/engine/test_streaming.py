@@ -33,14 +33,15 @@ def test_evict_drops_blocks_after_sinks_and_shifts_the_rest() -> None:
     bm.allocate(seq, 48)
     seq.num_processed = 48
     bm.register_full_blocks(seq)
-    table = list(seq.block_table)
+    table, hashes = list(seq.block_table), list(seq.block_hashes)
+    assert len(hashes) == 6  # every full block is hashed before the eviction
     eviction = sw.evict(seq, 1, bm)
     assert eviction is not None and eviction.num_tokens == 8
     assert seq.block_table == table[:1] + table[2:6]  # the scheduler adds the next block
     assert seq.num_evicted == 8 and seq.num_kv_tokens == 40 and seq.num_sink_kept == 8
     assert eviction.shift is not None and eviction.shift.delta == -8
     assert eviction.shift.block_ids == table[2:6]
-    assert seq.block_hashes == seq.block_hashes[:1]  # only the sink block stays hashed
+    assert seq.block_hashes == hashes[:1]  # only the sink block stays hashed
     assert seq.kv_token_ids() == list(range(8)) + list(range(16, 48))
     bm.check_invariants()
 

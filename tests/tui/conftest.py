@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from textual.app import App
 from textual.pilot import Pilot
 
 from ember.app.config import Settings
@@ -94,19 +96,40 @@ async def send(pilot: Pilot, text: str) -> None:
 
 async def wait_idle(pilot: Pilot) -> None:
     """Wait until no reply is streaming."""
-    await wait_for(pilot, lambda: getattr(pilot.app.screen, "generation", None) is None)
+    await wait_for(pilot, lambda: not pilot.app.session.busy)  # type: ignore[attr-defined]
     await pilot.pause()
 
 
-def screen_text(app: object) -> str:
-    """The current screen as plain text, the way export_screenshot renders it."""
-    import io
+def screen_text(app: App[None]) -> str:
+    """The current screen as plain text, one line per terminal row.
 
-    from rich.console import Console
+    Read from the public App.export_screenshot: its SVG holds one <text> per run of cells,
+    clipped to its row (`...line-N`) and placed at x = column * cell width.
+    """
+    from xml.etree import ElementTree
 
-    width, height = app.size  # type: ignore[attr-defined]
-    console = Console(
-        width=width, height=height, file=io.StringIO(), force_terminal=True, record=True
-    )
-    console.print(app.screen._compositor.render_update(full=True))  # type: ignore[attr-defined]
-    return console.export_text()
+    from rich.cells import cell_len
+
+    root = ElementTree.fromstring(app.export_screenshot(simplify=True))
+    runs: list[tuple[int, float, str]] = []
+    cell_width = 0.0
+    for node in root.iter("{http://www.w3.org/2000/svg}text"):
+        row = re.search(r"line-(\d+)\)", node.get("clip-path", ""))
+        text = (node.text or "").replace("\xa0", " ")
+        if row is None or not text:
+            continue
+        if not cell_width:
+            cell_width = float(node.get("textLength", "0")) / len(text)
+        runs.append((int(row.group(1)), float(node.get("x", "0")), text))
+    width, height = app.size
+    rows = [[" "] * width for _ in range(height)]
+    for row_index, x, text in runs:
+        column = round(x / cell_width)
+        for char in text:
+            if row_index < height and column < width:
+                rows[row_index][column] = char
+                for cell in range(1, cell_len(char)):  # a wide character covers two cells
+                    if column + cell < width:
+                        rows[row_index][column + cell] = ""
+            column += cell_len(char)
+    return "\n".join("".join(row).rstrip() for row in rows)

@@ -24,8 +24,8 @@ def _chat(app: EmberApp) -> ChatScreen:
 
 
 def _path(history: History, chat: ChatScreen) -> list[tuple[str, str, str]]:
-    assert chat.conversation is not None
-    return [(m.role, m.status, m.content) for m in history.path(chat.conversation.id)]
+    assert chat.session.conversation is not None
+    return [(m.role, m.status, m.content) for m in history.path(chat.session.conversation.id)]
 
 
 async def test_send_streams_reply_and_stores_it(make_app, history, backends) -> None:
@@ -73,7 +73,7 @@ async def test_escape_stops_and_keeps_partial_reply(make_app, history, backends)
         await send(pilot, "long please")
         chat = _chat(app)
         await wait_for(
-            pilot, lambda: chat.generation is not None and len(chat.generation.text) > 20
+            pilot, lambda: chat.session.reply is not None and len(chat.session.reply.text) > 20
         )
         await pilot.press("escape")
         await wait_idle(pilot)
@@ -90,7 +90,7 @@ async def test_escape_stops_and_keeps_partial_reply(make_app, history, backends)
 
 
 async def test_regenerate_keeps_old_reply_as_branch(make_app, history, backends) -> None:
-    backends.script.replies = ["first answer", "second answer"]
+    backends.script.replies = ["first answer", "second answer", "third answer"]
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await send(pilot, "q")
@@ -105,6 +105,15 @@ async def test_regenerate_keeps_old_reply_as_branch(make_app, history, backends)
         await pilot.press("left")
         await wait_for(pilot, lambda: _path(history, chat)[-1][2] == "first answer")
         assert chat.query_one(MessageView).boxes()[-1].branch == (1, 2)
+        # the next message continues the branch shown now (it used to follow the old one)
+        await send(pilot, "more")
+        await wait_idle(pilot)
+        assert [c for _, _, c in _path(history, chat)] == [
+            "q",
+            "first answer",
+            "more",
+            "third answer",
+        ]
 
 
 async def test_edit_earlier_message_continues_as_branch(make_app, history, backends) -> None:
@@ -119,7 +128,7 @@ async def test_edit_earlier_message_continues_as_branch(make_app, history, backe
         first_user = chat.query_one(MessageView).boxes()[0]
         first_user.focus()
         await pilot.press("e")
-        assert chat.editing is not None and chat.query_one(PromptInput).text == "alpha"
+        assert chat.session.editing is not None and chat.query_one(PromptInput).text == "alpha"
         assert chat.query_one("#edit-banner").display
         await send(pilot, "gamma")
         await wait_idle(pilot)
@@ -144,9 +153,9 @@ async def test_escape_cancels_edit(make_app) -> None:
         await wait_idle(pilot)
         await pilot.press("ctrl+b")
         chat = _chat(app)
-        assert chat.editing is not None
+        assert chat.session.editing is not None
         await pilot.press("escape")
-        assert chat.editing is None and chat.query_one(PromptInput).text == ""
+        assert chat.session.editing is None and chat.query_one(PromptInput).text == ""
 
 
 async def test_prompt_newlines_and_input_history(make_app, history) -> None:
@@ -192,7 +201,7 @@ async def test_new_rename_search_delete_chats(make_app, history) -> None:
         await wait_idle(pilot)
         await pilot.press("ctrl+n")
         chat = _chat(app)
-        assert chat.conversation is None and not chat.query_one(MessageView).boxes()
+        assert chat.session.conversation is None and not chat.query_one(MessageView).boxes()
         await send(pilot, "about cooking")
         await wait_idle(pilot)
         assert [c.title for c in history.list_conversations()] == ["about cooking", "about python"]
@@ -205,7 +214,8 @@ async def test_new_rename_search_delete_chats(make_app, history) -> None:
         await wait_for(pilot, lambda: len(chat.query("ConversationItem")) == 1)
         await pilot.press("enter", "enter")  # to the list, then open the match
         await wait_for(
-            pilot, lambda: chat.conversation and chat.conversation.title == "about python"
+            pilot,
+            lambda: chat.session.conversation and chat.session.conversation.title == "about python",
         )
 
         await pilot.press("f8")
@@ -216,7 +226,7 @@ async def test_new_rename_search_delete_chats(make_app, history) -> None:
         await wait_for(
             pilot, lambda: [c.title for c in history.list_conversations()] == ["Kitchen"]
         )
-        assert chat.conversation is None
+        assert chat.session.conversation is None
 
 
 async def test_reopen_shows_history(make_app, history) -> None:
@@ -238,34 +248,50 @@ async def test_quit_while_streaming_keeps_reply_stopped(make_app, history, backe
     async with app.run_test(size=SIZE) as pilot:
         await send(pilot, "go")
         chat = _chat(app)
-        await wait_for(pilot, lambda: chat.generation is not None and chat.generation.text)
-        assert chat.conversation is not None
-        conv_id = chat.conversation.id
+        await wait_for(pilot, lambda: chat.session.reply is not None and chat.session.reply.text)
+        assert chat.session.conversation is not None
+        conv_id = chat.session.conversation.id
         await pilot.press("ctrl+q")
     reply = history.path(conv_id)[-1]
     assert reply.role == "assistant" and reply.status == "stopped" and reply.content
 
 
 async def test_view_follows_stream_unless_scrolled_up(make_app, backends) -> None:
-    backends.script.replies = ["line of text\n\n" * 3000]
-    backends.script.tokens_per_s = 100
+    backends.script.replies = [("word " * 50 + "\n\n") * 2000]  # streams for minutes
+    backends.script.tokens_per_s = 200
     app = make_app(Settings(max_tokens=100_000))
     async with app.run_test(size=SIZE) as pilot:
         await send(pilot, "long")
-        chat = _chat(app)
-        view = chat.query_one(MessageView)
-        await wait_for(pilot, lambda: view.max_scroll_y > 8)
+        view = _chat(app).query_one(MessageView)
+        page = view.scrollable_content_region.height
+        await wait_for(pilot, lambda: view.max_scroll_y > 2 * page)  # a page to go up
         await wait_for(pilot, lambda: view.scroll_y == view.max_scroll_y)  # following the end
-        view.scroll_page_up(animate=False)  # what PageUp or the mouse wheel does
-        await pilot.pause()
-        held = view.scroll_y
-        grown = view.max_scroll_y
-        await wait_for(pilot, lambda: view.max_scroll_y > grown + 4)
-        assert view.scroll_y == held  # the user's position is kept while text keeps coming
+        assert view.following
+        before = view.scroll_y
+        view.scroll_page_up(animate=False)  # what the mouse wheel or a scrollbar drag does
+        assert not view.following  # at once, before the scroll is made
+        await wait_for(pilot, lambda: view.scroll_y <= before - page + 1)
+        held, grown = view.scroll_y, view.max_scroll_y
+        await wait_for(pilot, lambda: view.max_scroll_y > grown + 8)
+        assert view.scroll_y == held and not view.following  # kept while text keeps coming
         view.scroll_end(animate=False)  # back at the bottom: follow again
-        await pilot.pause()
+        await wait_for(pilot, lambda: view.following)
         mark = view.max_scroll_y
-        await wait_for(pilot, lambda: view.max_scroll_y > mark + 4)
+        await wait_for(pilot, lambda: view.max_scroll_y > mark + 8)
         await wait_for(pilot, lambda: view.scroll_y == view.max_scroll_y)
+        # the keys: an animated PageUp holds too; End follows again, Down at the end keeps on
+        view.focus()
+        before = view.scroll_y
+        await pilot.press("pageup")
+        assert not view.following
+        await wait_for(pilot, lambda: view.scroll_y <= before - page + 1)
+        await wait_for(pilot, lambda: view.scroll_y == view.scroll_target_y)  # animation done
+        held, grown = view.scroll_y, view.max_scroll_y
+        await wait_for(pilot, lambda: view.max_scroll_y > grown + 8)
+        assert view.scroll_y == held and not view.following
+        await pilot.press("end")
+        await wait_for(pilot, lambda: view.following and view.scroll_y == view.max_scroll_y)
+        await pilot.press("down")  # nothing below: keeps following
+        assert view.following
         await pilot.press("escape")
         await wait_idle(pilot)

@@ -134,3 +134,43 @@ def test_starter_model_in_a_real_terminal(run_ember, starter_gguf) -> None:
     # to press Esc while the second reply streams
     limits = {"EMBER_TEMPERATURE": "0", "EMBER_MAX_TOKENS": "32"}
     _chat_session(run_ember, ("--model", str(starter_gguf)), 300, **limits)
+
+
+def _quit(app: Tmux) -> None:
+    app.keys("C-q")
+    deadline = time.monotonic() + 30
+    while app.alive() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not app.alive(), "ember did not quit on Ctrl+Q"
+
+
+@pytest.mark.model
+def test_starter_answers_the_capital_of_france(run_ember, starter_gguf) -> None:
+    """The first question a new user asks gets a short answer that names Paris and ends on its
+    own (needs the base-model chat scaffold: models/text/base_chat)."""
+    pytest.importorskip("ember.models.text.base_chat", reason="needs the base-model scaffold")
+    max_tokens = 128
+    app = run_ember(
+        "--model", str(starter_gguf), EMBER_TEMPERATURE="0", EMBER_MAX_TOKENS=str(max_tokens)
+    )
+    app.wait(lambda s: "Stop" in s and "New chat" in s, "the chat screen", 60)
+    app.type("What is the capital of France?")
+    app.keys("Enter")
+    screen = app.wait(
+        lambda s: "TTFT -" not in s and "TTFT" in s and "generating" not in s,
+        "the answer",
+        300,
+    )
+    _quit(app)
+    from ember.app.history.store import History
+    from ember.paths import get_paths
+
+    history = History.open(get_paths().history_db)
+    try:
+        (chat,) = history.list_conversations()
+        reply = history.path(chat.id)[-1]
+    finally:
+        history.close()
+    assert "Paris" in reply.content, screen
+    assert reply.status == "complete"
+    assert reply.stats["generated_tokens"] < max_tokens  # it ended on its own

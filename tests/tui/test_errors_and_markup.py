@@ -41,8 +41,8 @@ async def test_markup_and_ansi_in_reply_render_literally(make_app, history, back
         assert "[link=https://evil.example]x[/link]" in text and "[bold red]loud[/]" in text
         assert "[bold]not bold[/]" in text
         assert "\x1b" not in text and "\u241b[31mred" in text
-        assert chat.conversation is not None
-        assert history.path(chat.conversation.id)[1].content == NASTY
+        assert chat.session.conversation is not None
+        assert history.path(chat.session.conversation.id)[1].content == NASTY
 
 
 async def test_generation_error_notifies_and_keeps_chat(make_app, history, backends) -> None:
@@ -57,7 +57,7 @@ async def test_generation_error_notifies_and_keeps_chat(make_app, history, backe
         prompt = chat.query_one(PromptInput)
         prompt.load_text("draft in progress")
         await wait_for(pilot, lambda: any("CUDA out of [memory]" in n for n in _notes(app)))
-        path = history.path(chat.conversation.id)
+        path = history.path(chat.session.conversation.id)
         assert [(m.role, m.status, m.content) for m in path] == [
             ("user", "complete", "hello"),
             ("assistant", "error", "one two"),
@@ -67,7 +67,7 @@ async def test_generation_error_notifies_and_keeps_chat(make_app, history, backe
         backends.script.fail_after_tokens = None
         await pilot.press("ctrl+r")
         await wait_idle(pilot)
-        assert history.path(chat.conversation.id)[-1].status == "complete"
+        assert history.path(chat.session.conversation.id)[-1].status == "complete"
 
 
 async def test_model_load_failure_notifies(make_app, history, backends) -> None:
@@ -78,7 +78,7 @@ async def test_model_load_failure_notifies(make_app, history, backends) -> None:
         await wait_idle(pilot)
         await wait_for(pilot, lambda: any("bad magic" in n for n in _notes(app)))
         chat = app.screen
-        assert [m.content for m in history.path(chat.conversation.id)] == ["hello?", ""]
+        assert [m.content for m in history.path(chat.session.conversation.id)] == ["hello?", ""]
         assert [b.message.role for b in chat.query_one(MessageView).boxes()] == [
             "user",
             "assistant",
@@ -86,7 +86,7 @@ async def test_model_load_failure_notifies(make_app, history, backends) -> None:
         backends.fail = ""
         await pilot.press("ctrl+r")
         await wait_idle(pilot)
-        assert history.path(chat.conversation.id)[-1].content == "Hello **there**, friend."
+        assert history.path(chat.session.conversation.id)[-1].content == "Hello **there**, friend."
 
 
 async def test_sending_while_streaming_is_refused_and_keeps_input(make_app, backends) -> None:
@@ -96,7 +96,7 @@ async def test_sending_while_streaming_is_refused_and_keeps_input(make_app, back
     async with app.run_test(size=SIZE) as pilot:
         await send(pilot, "first")
         chat = app.screen
-        await wait_for(pilot, lambda: chat.generation is not None and chat.generation.text)
+        await wait_for(pilot, lambda: chat.session.reply is not None and chat.session.reply.text)
         await send(pilot, "second")
         assert chat.query_one(PromptInput).text == "second"
         assert any("Esc" in n for n in _notes(app))

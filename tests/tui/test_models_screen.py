@@ -97,3 +97,37 @@ async def test_download_failure_notifies(make_app, catalog) -> None:
         assert any("HTTP 404" in str(n.message) for n in app._notifications)
         await pilot.press("escape")
         await wait_for(pilot, lambda: not isinstance(app.screen, ModelsScreen))
+
+
+async def test_offline_hub_reads_as_offline_and_toasts_say_it_once(make_app, catalog) -> None:
+    catalog.offline_mode = True
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await _open(pilot, app)
+        text = screen_text(app)
+        assert "Hub (offline: HF_HUB_OFFLINE=1 or --offline" in text
+        assert "Offline: Hub search is off" in text
+        hub = screen.query_one("#hub", DataTable)
+        rows = [[str(c) for c in hub.get_row_at(i)] for i in range(hub.row_count)]
+        assert rows and all(row[1] != "0" and row[2] != "0" for row in rows)
+        assert rows[0][3] == "Gemma 3 270M, tiny and quick"  # what the entry is, not counts
+        screen.query_one("#hub").focus()
+        await pilot.press("enter")  # a curated repo: listing its quants needs the Hub
+        await wait_for(pilot, lambda: len(app._notifications) > 0)
+        (note,) = list(app._notifications)
+        assert note.title == "unsloth/gemma-3-270m-it-GGUF"
+        assert str(note.message) == "offline mode is on; cannot list the repo on the Hub"
+
+
+async def test_search_error_toast_has_its_subject_once(make_app, catalog) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await _open(pilot, app)
+        catalog.offline_mode = True  # went offline after the screen opened
+        await pilot.press("slash", *"qwen", "enter")
+        await wait_for(pilot, lambda: len(app._notifications) > 0)
+        (note,) = list(app._notifications)
+        assert (note.title, str(note.message)) == (
+            "Hub search",
+            "offline mode is on (HF_HUB_OFFLINE=1 or --offline)",
+        )

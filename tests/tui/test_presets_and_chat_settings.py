@@ -49,7 +49,7 @@ async def test_create_edit_and_pick_preset(make_app, history, backends) -> None:
         await wait_idle(pilot)
         messages = backends.last.requests[-1].messages
         assert (messages[0].role, messages[0].content) == ("system", "Talk like a pirate, briefly.")
-        conv = history.conversation(app.screen.conversation.id)
+        conv = history.conversation(app.session.conversation.id)
         assert conv.preset_id == history.list_presets()[0].id
 
         # a new chat starts from the default (empty) system prompt; pick the preset by name
@@ -74,7 +74,7 @@ async def test_preset_dialog_cancel_changes_nothing(make_app, history) -> None:
         await _set_field(pilot, app.screen, "#preset-text", "ignored")
         await pilot.press("escape")
         await wait_for(pilot, lambda: not isinstance(app.screen, PresetDialog))
-        assert history.conversation(app.screen.conversation.id).system_prompt == ""
+        assert history.conversation(app.session.conversation.id).system_prompt == ""
 
 
 async def test_per_chat_sampling_and_model_switch(make_app, history, backends) -> None:
@@ -99,7 +99,7 @@ async def test_per_chat_sampling_and_model_switch(make_app, history, backends) -
         assert backends.built[0].closed  # the old model was unloaded
         sampling = backends.last.requests[-1].sampling
         assert (sampling.temperature, sampling.max_tokens, sampling.seed) == (0.0, 2, 42)
-        assert history.path(app.screen.conversation.id)[-1].content == "Hello **there**,"
+        assert history.path(app.session.conversation.id)[-1].content == "Hello **there**,"
         # other chats keep the defaults
         await pilot.press("ctrl+n")
         await send(pilot, "third")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,20 +10,13 @@ import pytest
 from ember.models.errors import DownloadError
 from ember.paths import get_paths
 from ember.tui.registry_catalog import RegistryCatalog
-from tests.models.files.tiny_gguf import write_tiny_gguf
-from tests.models.hub.hub_server import HubServer, use_hub
-
-
-@pytest.fixture
-def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
-    with HubServer() as server:
-        use_hub(monkeypatch, server)
-        yield server
+from tests.fixtures.quick_gguf import write_tiny_gguf
+from tests.models.hub.hub_server import HubServer
 
 
 def test_search_quants_download_list_delete(hub: HubServer, tmp_path: Path) -> None:
-    q4 = write_tiny_gguf(tmp_path / "a.gguf", rows=64, seed=1).read_bytes()
-    q8 = write_tiny_gguf(tmp_path / "b.gguf", rows=128, seed=2).read_bytes()
+    q4 = write_tiny_gguf(tmp_path / "a.gguf", n_vocab=64, seed=1).read_bytes()
+    q8 = write_tiny_gguf(tmp_path / "b.gguf", n_vocab=128, seed=2).read_bytes()
     hub.add_repo("org/tiny-GGUF", {"tiny-Q4_K_M.gguf": q4, "tiny-Q8_0.gguf": q8}, tags=["gguf"])
     hub.add_repo("org/tiny-st", {"model.safetensors": b"x"}, tags=["safetensors"])
     catalog = RegistryCatalog(get_paths())

@@ -1,28 +1,56 @@
-"""The chat screen and its key actions: chats (new, rename, delete, search), messages (stop,
-regenerate, edit as a branch, switch branch, copy), presets and per-chat settings."""
+"""The chat screen: conversation list, message view, prompt and status bar over a ChatSession.
+
+It turns keys and typed messages into ChatSession calls and shows what the history then holds;
+replies stream from a thread worker as ReplyDelta / ReplyFinished / ReplyFailed messages.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from typing import TYPE_CHECKING, Any
 
-from textual import work
+from textual import on, work
+from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
 from textual.content import Content
-from textual.widgets import Input, ListView, Static
+from textual.widgets import Footer, Input, ListView, Static
 
 from ember.app.history.store import Message
-from ember.tui.chat_config import chat_value
-from ember.tui.screens.chat_core import ChatCore
+from ember.engine.api import Stats
+from ember.errors import EmberError
+from ember.tui.chat_session import ChatBusy, ChatSession
+from ember.tui.generation import Generation
+from ember.tui.messages import (
+    BackendLoaded,
+    BranchStepped,
+    ConversationSelected,
+    CopyRequested,
+    EditRequested,
+    PromptSubmitted,
+    ReplyDelta,
+    ReplyFailed,
+    ReplyFinished,
+    ReplyStarted,
+)
+from ember.tui.notices import notify_error
+from ember.tui.screens.chat_extras import ChatExtras, file_command
 from ember.tui.screens.chat_settings import ChatSettingsDialog
 from ember.tui.screens.dialogs import ConfirmDialog, TextDialog
 from ember.tui.screens.presets import PresetChoice, PresetDialog
 from ember.tui.widgets.conversation_list import ConversationList
 from ember.tui.widgets.message_view import MessageBox, MessageView
 from ember.tui.widgets.prompt_input import PromptInput
+from ember.tui.widgets.status_bar import StatusBar
+
+if TYPE_CHECKING:
+    pass
+
+EDIT_BANNER = "Editing an earlier message: Enter sends it as a new branch, Esc cancels"
 
 
-class ChatScreen(ChatCore):
-    """Conversation list, message view, prompt input and status bar, with their keys."""
+class ChatScreen(ChatExtras):
+    """The chat: shows the session's conversation and streams its replies."""
 
     BINDINGS = [
         Binding("escape", "stop", "Stop"),
@@ -35,30 +63,236 @@ class ChatScreen(ChatCore):
         Binding("ctrl+l", "copy_last", "Copy reply"),
         Binding("ctrl+t", "presets", "System prompt"),
         Binding("ctrl+g", "chat_settings", "Chat settings"),
+        Binding("f4", "attach", "Attach file"),
+        Binding("f5", "toggle_thinking", "Thinking"),
         Binding("ctrl+up", "focus_message(-1)", "Prev message", show=False),
         Binding("ctrl+down", "focus_message(1)", "Next message", show=False),
     ]
 
-    def _busy(self) -> bool:
-        if self.generation is not None:
-            self.notify("A reply is streaming: press Esc to stop it first.", severity="warning")
-            return True
-        return False
+    def __init__(self, session: ChatSession) -> None:
+        super().__init__(id="chat")
+        self.session = session
 
-    def action_stop(self) -> None:
-        """Esc: stop the streaming reply, else leave edit mode."""
-        if self.generation is not None:
-            self.generation.stop()
-        elif self.editing is not None:
-            self.set_editing(None)
-            self.query_one(PromptInput).clear()
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="chat-body"):
+            yield ConversationList(id="sidebar")
+            with Vertical(id="chat-main"):
+                yield MessageView(id="messages")
+                yield Static("", id="edit-banner")
+                yield Static("", id="attach-banner")
+                yield PromptInput(id="prompt")
+        yield StatusBar(id="status")
+        yield Footer()
+
+    async def on_mount(self) -> None:
+        self.query_one("#edit-banner").display = False
+        self.query_one("#attach-banner").display = False
+        chats = self.session.history.list_conversations()
+        await self.open_conversation(chats[0].id if chats else None)
+        self.query_one(PromptInput).focus()
+
+    def on_unmount(self) -> None:
+        """However the app ends (quit, an error, a test's end), stop a streaming reply and keep
+        what it has; otherwise its worker thread would hold the exit until the reply ends."""
+        self.session.shutdown()
+
+    def _refused(self, exc: EmberError) -> None:
+        """Say why an action did not happen (one line; the chat is kept)."""
+        if isinstance(exc, ChatBusy):
+            self.notify(str(exc), severity="warning")
+        else:
+            self.notify(str(exc), severity="error", markup=False)
+
+    # showing
+
+    async def open_conversation(self, conversation_id: int | None) -> bool:
+        """Show a conversation (None: a blank new chat, created on the first send); False when
+        refused (a reply is streaming)."""
+        try:
+            self.session.open(conversation_id)
+        except EmberError as exc:
+            self._refused(exc)
+            return False
+        self._show_editing(None)
+        self.show_attachments()
+        await self.refresh_messages()
+        await self.refresh_list()
+        self._show_last_stats()
+        self.update_status()
+        return True
+
+    def _show_last_stats(self) -> None:
+        """The status bar shows this chat's last reply (nothing for a new chat)."""
+        info = self.query_one(StatusBar).info
+        info.clear_reply()
+        last = self.session.last("assistant")
+        if last is not None and last.stats:
+            known = {f.name for f in dataclasses.fields(Stats)}
+            try:
+                info.apply_stats(Stats(**{k: v for k, v in last.stats.items() if k in known}))
+            except TypeError:
+                info.clear_reply()  # stats written by another version: show none
+
+    async def refresh_messages(self) -> None:
+        """Re-read the shown branch from the history."""
+        shown = self.session.shown()
+        await self.query_one(MessageView).show([(s.message, s.branch) for s in shown])
+
+    async def refresh_list(self) -> None:
+        """Re-read the conversation list (filtered by the search field)."""
+        sidebar = self.query_one(ConversationList)
+        chats = self.session.history.list_conversations(sidebar.search_text)
+        conv = self.session.conversation
+        await sidebar.show(chats, conv.id if conv else None)
+
+    def update_status(self, state: str | None = None) -> None:
+        """Refresh the status bar (the model shown is the chat's)."""
+        bar = self.query_one(StatusBar)
+        info = self.session.host.info
+        if info is not None:
+            bar.info.apply_info(info)
+        if self.session.conversation is not None or info is None:
+            bar.info.model = self.session.model
+        if state is not None:
+            bar.info.state = state
+        bar.show()
+
+    def _show_editing(self, message: Message | None) -> None:
+        """Edit mode: the prompt holds an earlier message; sending makes a new branch."""
+        banner = self.query_one("#edit-banner", Static)
+        banner.display = message is not None
+        if message is not None:
+            banner.update(Content(EDIT_BANNER))
+            prompt = self.query_one(PromptInput)
+            prompt.load_text(message.content)
+            prompt.move_cursor(prompt.document.end)
+            prompt.focus()
+
+    def _edit(self, message_id: int | None) -> None:
+        try:
+            message = self.session.edit(message_id)
+        except EmberError as exc:
+            self._refused(exc)
+            return
+        if message is not None or message_id is None:  # a reply's box cannot be edited
+            self._show_editing(message)
+
+    # sending and streaming
+
+    @on(PromptSubmitted)
+    async def _prompt_submitted(self, event: PromptSubmitted) -> None:
+        command = file_command(event.text)
+        if command is not None:  # `/file PATH` (and the message to send with it, if any)
+            self.start_attach(*command)
+            return
+        try:
+            reply: Generation | None = self.session.send(event.text)
+        except ChatBusy as exc:
+            self._refused(exc)
+            return
+        except EmberError as exc:  # the user message is stored; its reply could not start
+            self._refused(exc)
+            reply = None
+        self.query_one(PromptInput).clear()
+        self._show_editing(None)
+        self.show_attachments()
+        await self._show_reply(reply)
+        await self.refresh_list()
+
+    async def _show_reply(self, reply: Generation | None) -> None:
+        """Show the branch with the new (empty) reply and start its thread worker."""
+        await self.refresh_messages()
+        if reply is None:
+            return
+        self.query_one(MessageView).follow()
+        self.run_reply(reply)
+
+    def run_reply(self, reply: Generation) -> None:
+        """Start a reply's thread worker (a new one, or a turn going on after tool results)."""
+        self.query_one(StatusBar).info.start_reply(None)
+        self.update_status("generating" if self.session.host.info else "loading")
+        session, post = self.session, self.post_message
+        self.run_worker(
+            lambda: session.run_reply(reply, post),
+            thread=True,
+            group="generation",
+            exit_on_error=False,
+        )
+
+    @on(BackendLoaded)
+    def _backend_loaded(self, event: BackendLoaded) -> None:
+        self.query_one(StatusBar).info.apply_info(event.info)
+        self.update_status("generating" if self.session.busy else "idle")
+
+    @on(ReplyDelta)
+    async def _reply_delta(self, event: ReplyDelta) -> None:
+        if not self.session.take_delta(event):
+            return
+        box = self.query_one(MessageView).box(event.message_id)
+        if box is not None:
+            await box.append(event.text, event.reasoning)
+        reply = self.session.reply
+        if reply is not None:
+            bar = self.query_one(StatusBar)
+            bar.info.add_reply_tokens(reply.num_tokens, reply.tok_s)
+            bar.info.state = "generating"
+            bar.show()
+
+    @on(ReplyStarted)
+    def _reply_started(self, event: ReplyStarted) -> None:
+        reply = self.session.reply
+        if reply is None or reply.message_id != event.message_id:
+            return
+        bar = self.query_one(StatusBar)
+        bar.info.start_reply(event.prompt_tokens)
+        bar.info.add_reply_tokens(reply.num_tokens, reply.tok_s)
+        self.update_status("generating")
+
+    @on(ReplyFinished)
+    async def _reply_finished(self, event: ReplyFinished) -> None:
+        finished = event.finished
+        status = self.session.finish(event)
+        self.query_one(StatusBar).info.apply_stats(finished.stats)
+        if status is None:  # tool calls: the turn waits for the user's decisions
+            await self.show_tool_calls(event.message_id)
+            return
+        text = self.session.history.message(event.message_id).content
+        await self._end_reply(event.message_id, status, text)
+        self.update_status("idle")
+        if finished.reason == "error":
+            notify_error(self, "Generation failed", finished.error)
+
+    @on(ReplyFailed)
+    async def _reply_failed(self, event: ReplyFailed) -> None:
+        text = self.session.fail(event)
+        await self._end_reply(event.message_id, "error", text)
+        self.update_status("idle")
+        notify_error(self, "The reply could not run", event.reason, timeout=10)
+
+    async def _end_reply(self, message_id: int, status: str, text: str) -> None:
+        box = self.query_one(MessageView).box(message_id)
+        if box is not None:
+            await box.finish(status, text)
+            box.refresh(layout=True)
+
+    # chats
+
+    @on(ConversationSelected)
+    async def _conversation_selected(self, event: ConversationSelected) -> None:
+        if await self.open_conversation(event.conversation_id):
+            self.query_one(PromptInput).focus()
+
+    @on(Input.Changed, "#chat-search")
+    async def _search_changed(self) -> None:
+        await self.refresh_list()
+
+    @on(Input.Submitted, "#chat-search")
+    def _search_submitted(self) -> None:
+        self.query_one("#chat-list").focus()
 
     async def action_new_chat(self) -> None:
-        if self._busy():
-            return
-        self.set_editing(None)
-        await self.open_conversation(None)
-        self.query_one(PromptInput).focus()
+        if await self.open_conversation(None):
+            self.query_one(PromptInput).focus()
 
     def action_search(self) -> None:
         self.query_one("#chat-search", Input).focus()
@@ -66,76 +300,76 @@ class ChatScreen(ChatCore):
     def _target_chat_id(self) -> int | None:
         if self.query_one("#chat-list", ListView).has_focus:
             return self.query_one(ConversationList).highlighted_id()
-        return self.conversation.id if self.conversation else None
+        conv = self.session.conversation
+        return conv.id if conv else None
 
     @work(group="dialog")
     async def action_rename(self) -> None:
         chat_id = self._target_chat_id()
         if chat_id is None:
             return
+        history = self.session.history
         title = await self.app.push_screen_wait(
-            TextDialog("Rename chat", self.ember.history.conversation(chat_id).title)
+            TextDialog("Rename chat", history.conversation(chat_id).title)
         )
         if title and title.strip():
-            self.ember.history.update_conversation(chat_id, title=title.strip())
+            history.update_conversation(chat_id, title=title.strip())
             await self.refresh_list()
 
     @work(group="dialog")
     async def action_delete_chat(self) -> None:
         chat_id = self._target_chat_id()
-        if chat_id is None or self._busy():
+        if chat_id is None:
             return
-        title = self.ember.history.conversation(chat_id).title
+        if self.session.busy:
+            self._refused(ChatBusy())
+            return
+        title = self.session.history.conversation(chat_id).title
         if not await self.app.push_screen_wait(ConfirmDialog(f"Delete the chat {title!r}?")):
             return
-        self.ember.history.delete_conversation(chat_id)
-        if self.conversation and self.conversation.id == chat_id:
+        try:
+            self.session.delete(chat_id)
+        except EmberError as exc:
+            self._refused(exc)
+            return
+        if self.session.conversation is None:
             await self.open_conversation(None)
         else:
             await self.refresh_list()
 
+    # messages
+
+    async def action_stop(self) -> None:
+        """Esc: stop the streaming reply (or a turn waiting for tool decisions), else leave
+        edit mode."""
+        waiting = self.session.reply if self.session.reply and self.session.reply.waiting else None
+        if self.session.stop():
+            if waiting is not None:
+                await self.end_waiting_turn(waiting.message_id)
+            return
+        if self.session.editing is not None:
+            self._edit(None)
+            self.query_one(PromptInput).clear()
+
     async def action_regenerate(self) -> None:
-        """A new reply to the last user message, kept beside the old one as a branch."""
-        if self.conversation is None or self._busy():
+        try:
+            reply = self.session.regenerate()
+        except EmberError as exc:
+            self._refused(exc)
+            await self.refresh_messages()
             return
-        path = self.ember.history.path(self.conversation.id)
-        if not path:
-            return
-        last = path[-1]
-        parent = last.parent_id if last.role == "assistant" else last.id
-        if parent is None:
-            return
-        await self.start_reply(parent)
+        if reply is not None:
+            await self._show_reply(reply)
 
     def action_edit_last(self) -> None:
-        if self.conversation is None:
-            return
-        users = [m for m in self.ember.history.path(self.conversation.id) if m.role == "user"]
-        if users:
-            self.set_editing(users[-1])
-
-    def set_editing(self, message: Message | None) -> None:
-        """Edit mode: the prompt holds an earlier message; sending makes a new branch."""
-        self.editing = message
-        banner = self.query_one("#edit-banner", Static)
-        banner.display = message is not None
-        if message is not None:
-            banner.update(
-                Content("Editing an earlier message: Enter sends it as a new branch, Esc cancels")
-            )
-            prompt = self.query_one(PromptInput)
-            prompt.load_text(message.content)
-            prompt.move_cursor(prompt.document.end)
-            prompt.focus()
+        last = self.session.last("user")
+        if last is not None:
+            self._edit(last.id)
 
     def action_copy_last(self) -> None:
-        if self.conversation is None:
-            return
-        replies = [
-            m for m in self.ember.history.path(self.conversation.id) if m.role == "assistant"
-        ]
-        if replies:
-            self.ember.copy_text(replies[-1].content)
+        last = self.session.last("assistant")
+        if last is not None:
+            self.ember.copy_text(last.content)
 
     def action_focus_message(self, step: int) -> None:
         boxes = self.query_one(MessageView).boxes()
@@ -150,53 +384,63 @@ class ChatScreen(ChatCore):
             boxes[max(index, 0)].focus()
         elif step < 0:
             boxes[-1].focus()
-        boxes_focused = self.focused
-        if isinstance(boxes_focused, MessageBox):
-            boxes_focused.scroll_visible()
+        if isinstance(self.focused, MessageBox):
+            self.focused.scroll_visible()
 
-    async def message_action(self, message_id: int, action: str) -> None:
-        """edit | copy | prev_branch | next_branch on one message."""
-        history = self.ember.history
-        message = history.message(message_id)
-        if action == "copy":
-            self.ember.copy_text(message.content)
-        elif action == "edit" and message.role == "user" and not self._busy():
-            self.set_editing(message)
-        elif action in ("prev_branch", "next_branch") and not self._busy():
-            siblings = history.siblings(message_id)
-            index = [s.id for s in siblings].index(message_id) + (
-                1 if action == "next_branch" else -1
-            )
-            if 0 <= index < len(siblings):
-                history.select_branch(siblings[index].id)
-                await self.refresh_messages()
-                box = self.query_one(MessageView).box(siblings[index].id)
-                if box is not None:
-                    box.focus()
+    @on(EditRequested)
+    def _edit_requested(self, event: EditRequested) -> None:
+        self._edit(event.message_id)
+
+    @on(CopyRequested)
+    def _copy_requested(self, event: CopyRequested) -> None:
+        self.ember.copy_text(self.session.history.message(event.message_id).content)
+
+    @on(BranchStepped)
+    async def _branch_stepped(self, event: BranchStepped) -> None:
+        try:
+            shown_id = self.session.switch_branch(event.message_id, event.step)
+        except EmberError as exc:
+            self._refused(exc)
+            return
+        if shown_id is None:
+            return
+        await self.refresh_messages()
+        box = self.query_one(MessageView).box(shown_id)
+        if box is not None:
+            box.focus()
+
+    # per-chat settings
 
     @work(group="dialog")
     async def action_presets(self) -> None:
-        conv = await self.ensure_conversation()
+        conv = self.session.ensure_conversation()
         choice: PresetChoice | None = await self.app.push_screen_wait(
-            PresetDialog(self.ember.history, conv.preset_id, conv.system_prompt)
+            PresetDialog(self.session.history, conv.preset_id, conv.system_prompt)
         )
         if choice is not None:
-            self.conversation = self.ember.history.update_conversation(
-                conv.id, preset_id=choice.preset_id, system_prompt=choice.system_prompt
-            )
+            self.session.update(preset_id=choice.preset_id, system_prompt=choice.system_prompt)
+            await self.refresh_list()  # the chat may be new
             label = "cleared" if not choice.system_prompt.strip() else "set for this chat"
             self.notify(f"System prompt {label}")
 
+    async def use_preset(self, preset_id: int) -> None:
+        """Make a preset this chat's system prompt (the palette's `System prompt: NAME`)."""
+        preset = next((p for p in self.session.history.list_presets() if p.id == preset_id), None)
+        if preset is None:
+            return
+        self.session.update(preset_id=preset.id, system_prompt=preset.content)
+        await self.refresh_list()
+        self.notify(f"System prompt {preset.name!r} set for this chat", markup=False)
+
     @work(group="dialog")
     async def action_chat_settings(self) -> None:
-        conv = await self.ensure_conversation()
-        models = self.ember.model_names()
+        conv = self.session.ensure_conversation()
         result: dict[str, Any] | None = await self.app.push_screen_wait(
-            ChatSettingsDialog(conv.settings, self.ember.settings, models)
+            ChatSettingsDialog(conv.settings, self.session.settings, self.ember.model_names())
         )
         if result is None:
             return
-        self.conversation = self.ember.history.update_conversation(conv.id, settings=result)
+        self.session.update(settings=result)
+        await self.refresh_list()  # the chat may be new
         self.update_status()
-        model = chat_value(result, self.ember.settings, "model")
-        self.ember.preload(model)
+        self.ember.preload(self.session.model)

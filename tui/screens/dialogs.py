@@ -8,7 +8,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Label
+from textual.widgets import Button, Input, Label, OptionList
 
 
 class ConfirmDialog(ModalScreen[bool]):
@@ -62,6 +62,36 @@ class TextDialog(ModalScreen[str | None]):
     @on(Input.Submitted)
     def _submitted(self, event: Input.Submitted) -> None:
         self.dismiss(event.value)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class PickDialog(ModalScreen[str | None]):
+    """Pick one of a list (Up/Down, Enter); Esc cancels."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, title: str, choices: list[str], current: str = "") -> None:
+        super().__init__(classes="dialog-screen")
+        self.title_text = title
+        self.choices = choices
+        self.current = current
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(Content(self.title_text))
+            yield OptionList(*(Content(c) for c in self.choices), id="dialog-choices")
+
+    def on_mount(self) -> None:
+        options = self.query_one(OptionList)
+        if self.current in self.choices:
+            options.highlighted = self.choices.index(self.current)
+        options.focus()
+
+    @on(OptionList.OptionSelected)
+    def _selected(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(self.choices[event.option_index])
 
     def action_cancel(self) -> None:
         self.dismiss(None)

@@ -15,11 +15,22 @@ from textual.widgets import DataTable, Footer, Input, Label
 
 from ember.errors import EmberError
 from ember.tui.model_catalog import HubRepo, LocalModel, QuantOption, fit_badge, human_size
+from ember.tui.notices import notify_error
 from ember.tui.screens.dialogs import ConfirmDialog
 from ember.tui.widgets.download_row import DownloadRow
 
 if TYPE_CHECKING:
     from ember.tui.app import EmberApp
+
+
+OFFLINE_LABEL = (
+    "Hub (offline: HF_HUB_OFFLINE=1 or --offline; search and downloads are off, "
+    "the curated list below is for reference)"
+)
+
+
+def _count(value: int) -> str:
+    return f"{value:,}" if value else "-"
 
 
 def _last_used(when: float | None) -> str:
@@ -48,7 +59,7 @@ class ModelsScreen(Screen[None]):
         with Vertical(id="models-body"):
             yield Label("Local models", classes="section")
             yield DataTable(id="local", cursor_type="row", zebra_stripes=True)
-            yield Label("Hub", classes="section")
+            yield Label("Hub", classes="section", id="hub-label")
             yield Input(placeholder="Search the Hub (Enter)", id="hub-search")
             with Horizontal(id="hub-tables"):
                 yield DataTable(id="hub", cursor_type="row")
@@ -61,9 +72,11 @@ class ModelsScreen(Screen[None]):
         self.query_one("#local", DataTable).add_columns(
             "Name", "Size", "Quant", "Arch", "Fit", "Last used"
         )
-        self.query_one("#hub", DataTable).add_columns("Repository", "Downloads", "Likes")
+        self.query_one("#hub", DataTable).add_columns("Repository", "Downloads", "Likes", "About")
         self.query_one("#quants", DataTable).add_columns("File", "Quant", "Size", "Fit")
         self.refresh_local()
+        if self.ember.catalog.offline():
+            self._show_offline()
         self._show_repos(self.ember.catalog.curated())
         self.query_one("#local", DataTable).focus()
         if self.initial_download is not None:
@@ -76,18 +89,27 @@ class ModelsScreen(Screen[None]):
         try:
             models = self.ember.catalog.list_local()
         except EmberError as exc:
-            self.notify(f"model registry: {exc}", severity="error", markup=False)
+            notify_error(self, "Model registry", exc)
             return
         for m in models:
             cells = (m.name, human_size(m.size_bytes), m.quant, m.architecture)
             badge, used = fit_badge(m.size_bytes), _last_used(m.last_used_at)
             table.add_row(*(Text(x) for x in (*cells, badge, used)), key=m.name)
 
+    def _show_offline(self) -> None:
+        """Offline: say so where the Hub would be, and keep the curated list to read."""
+        self.query_one("#hub-label", Label).update(OFFLINE_LABEL)
+        search = self.query_one("#hub-search", Input)
+        search.placeholder = "Offline: Hub search is off"
+        search.disabled = True
+
     def _show_repos(self, repos: list[HubRepo]) -> None:
         table = self.query_one("#hub", DataTable)
         table.clear()
         for repo in repos:
-            cells = (repo.repo_id, str(repo.downloads), str(repo.likes))
+            # the curated list has no counts: a dash, not a 0 that reads as broken
+            downloads = _count(repo.downloads)
+            cells = (repo.repo_id, downloads, _count(repo.likes), repo.description)
             table.add_row(*(Text(x) for x in cells), key=repo.repo_id)
 
     def _selected_local(self) -> LocalModel | None:
@@ -118,22 +140,16 @@ class ModelsScreen(Screen[None]):
         try:
             self.ember.catalog.delete(model.name)
         except EmberError as exc:
-            self.notify(str(exc), severity="error", markup=False)
+            notify_error(self, f"Delete {model.name}", exc)
             return
         self.notify(f"deleted {model.name}", markup=False)
         self.refresh_local()
 
     def action_use(self) -> None:
-        from ember.tui.screens.chat import ChatScreen
-
         model = self._selected_local()
-        chat = next((s for s in self.app.screen_stack if isinstance(s, ChatScreen)), None)
-        if model is None or chat is None:
+        if model is None:
             return
-        conv = chat.conversation or self.ember.new_conversation()
-        chat.conversation = self.ember.history.update_conversation(
-            conv.id, settings={**conv.settings, "model": model.name}
-        )
+        self.ember.session.use_model(model.name)
         self.ember.preload(model.name)
         self.notify(f"this chat now uses {model.name}", markup=False)
         self.dismiss()
@@ -146,7 +162,7 @@ class ModelsScreen(Screen[None]):
         try:
             repos = self.ember.catalog.search(event.value)
         except EmberError as exc:
-            self.notify(f"Hub search: {exc}", severity="error", markup=False)
+            notify_error(self, "Hub search", exc)
             return
         self.app.call_from_thread(self._show_repos, repos)
 
@@ -157,7 +173,7 @@ class ModelsScreen(Screen[None]):
         try:
             quants = self.ember.catalog.quants(repo_id)
         except EmberError as exc:
-            self.notify(f"{repo_id}: {exc}", severity="error", markup=False)
+            notify_error(self, repo_id, exc)
             return
         self.app.call_from_thread(self._show_quants, repo_id, quants)
 
@@ -200,7 +216,7 @@ class ModelsScreen(Screen[None]):
             state = "cancelled" if row.cancel_event.is_set() else f"failed: {exc}"
             self.app.call_from_thread(row.set_state, state)
             if not row.cancel_event.is_set():
-                self.notify(f"download failed: {exc}", severity="error", markup=False)
+                notify_error(self, f"Download of {row.filename}", exc)
             return
         self.app.call_from_thread(row.set_state, "done")
         self.app.call_from_thread(self.refresh_local)

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.content import Content
+from textual.widget import Widget
 from textual.widgets import Markdown, Static
 from textual.widgets.markdown import MarkdownStream
 
+from ember.app.history.parts import MessagePart
 from ember.app.history.store import Message
-from ember.tui.messages import MessageAction
+from ember.tui.messages import BranchStepped, CopyRequested, EditRequested
 from ember.tui.text import visible
+from ember.tui.widgets.reply_views import ThinkingView, ToolCallView
 
 _STATUS_NOTE = {
     "stopped": "stopped",
@@ -25,10 +29,11 @@ class MessageBox(Vertical, can_focus=True):
     """One message: a header (who, status, branch i/n) and its text."""
 
     BINDINGS = [
-        Binding("e", "act('edit')", "Edit"),
-        Binding("c,y", "act('copy')", "Copy"),
-        Binding("left,[", "act('prev_branch')", "Prev branch"),
-        Binding("right,]", "act('next_branch')", "Next branch"),
+        Binding("e", "edit", "Edit"),
+        Binding("c,y", "copy", "Copy"),
+        Binding("t", "toggle_thinking", "Show thinking"),
+        Binding("left,[", "branch(-1)", "Prev branch"),
+        Binding("right,]", "branch(1)", "Next branch"),
     ]
 
     def __init__(self, message: Message, branch: tuple[int, int] = (1, 1)) -> None:
@@ -41,10 +46,23 @@ class MessageBox(Vertical, can_focus=True):
 
     def compose(self) -> ComposeResult:
         yield Static(self._header(), classes="message-header")
-        if self.message.role == "assistant":
-            yield Markdown(visible(self.text), classes="message-body")
-        else:
+        if self.message.role != "assistant":
             yield Static(Content(visible(self.text)), classes="message-body")
+            return
+        parts = self.message.parts or (MessagePart("text", self.text),)
+        calls: dict[str, ToolCallView] = {}
+        for part in parts:
+            if part.kind == "reasoning":
+                yield ThinkingView(part.text)
+            elif part.kind == "text":
+                yield Markdown(visible(part.text), classes="message-body")
+            elif part.kind == "tool_call":
+                calls[part.call_id] = ToolCallView(self.message.id, part)
+                yield calls[part.call_id]
+            elif part.kind == "tool_result" and part.call_id in calls:
+                calls[part.call_id].result = part
+        if not any(p.kind == "text" for p in parts):
+            yield Markdown("", classes="message-body")  # where streamed text goes
 
     def _header(self) -> Content:
         who = "You" if self.message.role == "user" else "Ember"
@@ -54,51 +72,147 @@ class MessageBox(Vertical, can_focus=True):
         index, count = self.branch
         if count > 1:
             parts.append(f"‹ {index}/{count} ›")
+        files = [p.name for p in self.message.parts if p.kind == "file"]
+        if files:
+            parts.append("attached: " + ", ".join(visible(name) for name in files))
         return Content(" · ".join(parts))
 
-    def action_act(self, action: str) -> None:
-        self.post_message(MessageAction(self.message.id, action))
+    def action_edit(self) -> None:
+        self.post_message(EditRequested(self.message.id))
 
-    async def append(self, text: str) -> None:
-        """Stream more reply text into the Markdown body."""
+    def action_copy(self) -> None:
+        self.post_message(CopyRequested(self.message.id))
+
+    def action_branch(self, step: int) -> None:
+        self.post_message(BranchStepped(self.message.id, step))
+
+    def action_toggle_thinking(self) -> None:
+        for view in self.query(ThinkingView):
+            view.collapsed = not view.collapsed
+
+    def _last_part_view(self) -> Widget | None:
+        children = [c for c in self.children if not c.has_class("message-header")]
+        return children[-1] if children else None
+
+    async def append(self, text: str, reasoning: str = "") -> None:
+        """Stream more of the reply: reasoning into a thinking view, text into the Markdown
+        after the latest part (a new one after tool calls)."""
+        if reasoning:
+            last = self._last_part_view()
+            empty = isinstance(last, Markdown) and not last.source
+            if empty:  # text has not started: the thinking goes above it
+                views = [c for c in self.children if not c.has_class("message-header")]
+                last = views[-2] if len(views) > 1 else None
+            if isinstance(last, ThinkingView):
+                last.append(reasoning)
+            else:
+                before = self._last_part_view() if empty else None
+                await self.mount(ThinkingView(reasoning, streaming=True), before=before)
+        if not text:
+            return
         self.text += text
+        last = self._last_part_view()
+        if not isinstance(last, Markdown):
+            await self._end_stream()
+            last = Markdown("", classes="message-body")
+            await self.mount(last)
         if self._stream is None:
-            self._stream = Markdown.get_stream(self.query_one(Markdown))
+            self._stream = Markdown.get_stream(last)
         await self._stream.write(visible(text))
 
-    async def finish(self, status: str, text: str | None = None) -> None:
-        """End the stream and show the final status."""
+    async def _end_stream(self) -> None:
         if self._stream is not None:
             await self._stream.stop()
             self._stream = None
+        for view in self.query(ThinkingView):
+            view.done()
+
+    async def add_calls(self, calls: list[MessagePart], servers: dict[str, str]) -> None:
+        """Show tool calls the reply made (after what it wrote)."""
+        await self._end_stream()
+        for call in calls:
+            await self.mount(ToolCallView(self.message.id, call, servers.get(call.name, "")))
+
+    def call_view(self, call_id: str) -> ToolCallView | None:
+        return next((v for v in self.query(ToolCallView) if v.call.call_id == call_id), None)
+
+    async def finish(self, status: str, text: str | None = None) -> None:
+        """End the stream and show the final status."""
+        await self._end_stream()
         self.status = status
-        if text is not None and text != self.text:
+        plain = not self.query(ToolCallView) and not self.query(ThinkingView)
+        if plain and text is not None and text != self.text:
             self.text = text
             await self.query_one(Markdown).update(visible(text))
         self.query_one(".message-header", Static).update(self._header())
 
 
 class MessageView(VerticalScroll):
-    """Holds the message boxes; stays at the bottom while streaming unless the user scrolls up.
+    """Holds the message boxes; follows a streaming reply unless the user scrolls up.
 
-    While anchored, Textual keeps the content's bottom at the view's bottom, so a short chat sits
-    just above the prompt like in a messenger.
+    `following` is Ember's own flag and the only thing that turns following on or off: any scroll
+    the user makes (keys, wheel, scrollbar, focusing a box) stops it at once, and only the user
+    scrolling down to the end (or `follow()`) starts it again. While following, Textual's anchor
+    keeps the content's bottom at the view's bottom (so a short chat sits just above the prompt,
+    like in a messenger); it is cleared on every user scroll, so nothing Textual queued can pull
+    the view back down after a PageUp.
     """
+
+    following: bool = True
 
     async def show(self, messages: list[tuple[Message, tuple[int, int]]]) -> None:
         """Replace the shown messages (each with its branch position)."""
         await self.remove_children()
         await self.mount_all([MessageBox(m, branch) for m, branch in messages])
         self.scroll_to(y=0, animate=False, immediate=True)  # drop the old chat's scroll offset
-        # anchor once the new boxes are laid out: before that, the end is not known
-        self.call_after_refresh(self.anchor)
+        # follow once the new boxes are laid out: before that, the end is not known
+        self.call_after_refresh(self.follow)
 
-    async def add(self, message: Message, branch: tuple[int, int] = (1, 1)) -> MessageBox:
-        """Append one message box and follow it."""
-        box = MessageBox(message, branch)
-        await self.mount(box)
+    def follow(self) -> None:
+        """Keep the end in view as content grows (until the user scrolls)."""
+        self.following = True
         self.anchor()
-        return box
+
+    def release_anchor(self) -> None:
+        # Textual calls this first in every scroll its keys, wheel and scrollbar make (the
+        # scroll_* methods' release_anchor=True), before the position moves
+        super().release_anchor()
+        self.following = False
+        self.anchor(False)
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        # only a move down that reaches the end resumes following: an upward scroll never
+        # does, even when the end it compares with is not yet updated for new content
+        if not self.following and new_value > old_value and new_value >= self.max_scroll_y:
+            self.follow()
+
+    # at the end, scrolling further down moves nothing (so no watch fires): follow from there
+
+    def _at_end(self) -> bool:
+        return self.scroll_y >= self.max_scroll_y
+
+    def action_scroll_end(self) -> None:
+        """End: jump to the end and follow (an animated scroll stops short of a growing end)."""
+        self.follow()
+
+    def action_scroll_down(self) -> None:
+        if self._at_end():
+            self.follow()
+        else:
+            super().action_scroll_down()
+
+    def action_page_down(self) -> None:
+        if self._at_end():
+            self.follow()
+        else:
+            super().action_page_down()
+
+    def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
+        if self._at_end() and not (event.ctrl or event.shift):
+            event.prevent_default()  # Textual's own handler would release the anchor
+            event.stop()
+            self.follow()
 
     def box(self, message_id: int) -> MessageBox | None:
         """The box showing message_id, if any."""

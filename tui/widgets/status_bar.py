@@ -25,14 +25,37 @@ class StatusInfo:
     tok_s: float | None = None
     cached_tokens: int | None = None
     acceptance: float | None = None  # None: no drafting
+    reply_tokens: int | None = None  # tokens of the reply streaming now (None: none streams)
+    prompt_tokens: int = 0  # that reply's prompt (for the live context fill)
 
     def apply_info(self, info: EngineInfo) -> None:
         """Take model, runner, device and context limit from a loaded backend."""
         self.model, self.runner, self.device = info.model, info.runner, info.device
         self.context_limit = info.context_limit
 
+    def clear_reply(self) -> None:
+        """Forget the last reply's numbers (a new chat, or a chat with no reply yet)."""
+        self.context_tokens = self.evicted_tokens = self.prompt_tokens = 0
+        self.ttft_s = self.tok_s = self.cached_tokens = self.acceptance = None
+        self.reply_tokens = None
+
+    def start_reply(self, prompt_tokens: int | None) -> None:
+        """A reply began: the context holds its prompt; its own numbers are not known yet."""
+        self.clear_reply()
+        self.prompt_tokens = prompt_tokens or 0
+        self.context_tokens = self.prompt_tokens
+        self.reply_tokens = 0
+
+    def add_reply_tokens(self, reply_tokens: int, tok_s: float) -> None:
+        """Live numbers while a reply streams: context fill = prompt + reply so far."""
+        self.reply_tokens = reply_tokens
+        self.tok_s = tok_s
+        total = self.prompt_tokens + reply_tokens
+        self.context_tokens = min(total, self.context_limit) if self.context_limit else total
+
     def apply_stats(self, stats: Stats) -> None:
         """Take the last reply's numbers."""
+        self.reply_tokens = None
         self.context_tokens = stats.context_tokens
         self.context_limit = stats.context_limit or self.context_limit
         self.evicted_tokens = stats.evicted_tokens
@@ -59,6 +82,8 @@ class StatusInfo:
         )
         if self.acceptance is not None:
             parts.append(f"draft {self.acceptance:.0%}")
+        if self.reply_tokens is not None:
+            parts.append(f"{self.reply_tokens} tokens so far")
         if self.state != "idle":
             parts.insert(0, self.state)
         return " │ ".join(parts)

@@ -125,13 +125,13 @@ def test_pull_streams_status_then_delete(
     import ollama
 
     from ember.app.loading import open_registry
-    from tests.models.files.tiny_gguf import write_tiny_gguf
+    from tests.fixtures.quick_gguf import write_tiny_gguf
     from tests.models.hub.hub_server import HubServer, use_hub
 
     url, _ = server
     with HubServer() as hub:
         use_hub(monkeypatch, hub)
-        data = write_tiny_gguf(tmp_path / "tiny.gguf", rows=64, seed=1).read_bytes()
+        data = write_tiny_gguf(tmp_path / "tiny.gguf", n_vocab=64, seed=1).read_bytes()
         hub.add_repo("org/tiny-GGUF", {"tiny-Q4_K_M.gguf": data})
         client = ollama.Client(host=url, timeout=60)
         statuses = [p.status for p in client.pull("org/tiny-GGUF", stream=True)]

@@ -11,7 +11,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from tests.models.files.badfiles.tiny_hf import hf_config
+from tests.fixtures.quick_hf import hf_config
 
 # values near the edges of what readers check: zero, signs, int widths, strings of numbers
 EDGES: list[Any] = [

@@ -10,7 +10,7 @@ import pytest
 
 from ember.models.errors import ModelFileError
 from ember.models.files.gguf import open_gguf
-from tests.models.files.badfiles.tiny import (
+from tests.fixtures.quick_gguf import (
     FFN,
     HEAD_DIM,
     HIDDEN,

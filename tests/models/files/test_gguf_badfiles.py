@@ -9,9 +9,9 @@ import pytest
 
 from ember.models.errors import ModelFileError
 from ember.models.files.gguf import open_gguf
+from tests.fixtures.quick_gguf import write_tiny_gguf
 from tests.models.files.badfiles.corpus import BAD_CASES, HUGE_DECLARED, truncation_points
 from tests.models.files.badfiles.layout import GGUFSpec, build, key_of, kv_u32, spec_from_file
-from tests.models.files.badfiles.tiny import write_tiny_gguf
 
 
 @pytest.fixture(scope="module")

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from ember.models.errors import ModelFileError
 from ember.models.files.gguf import open_gguf
+from tests.fixtures.quick_gguf import write_tiny_gguf
 from tests.models.files.badfiles.layout import build, spec_from_file
-from tests.models.files.badfiles.tiny import write_tiny_gguf
 
 PEAK_LIMIT = 2 * 1024 * 1024  # the valid file is ~100 KB and memory-mapped
 

@@ -16,7 +16,7 @@ from ember.models.files.hparams.hparams import (
     hparams_from_gguf,
     hparams_from_hf_config,
 )
-from tests.models.files.badfiles.tiny_hf import hf_config, transformers_config
+from tests.fixtures.quick_hf import hf_config, transformers_config
 
 BASE = ModelHParams(
     architecture="llama",

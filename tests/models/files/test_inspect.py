@@ -9,8 +9,8 @@ import pytest
 
 from ember.models.errors import ModelFileError
 from ember.models.files.inspect import builtin_template_name, inspect_model
-from tests.models.files.badfiles.tiny import write_tiny_gguf
-from tests.models.files.badfiles.tiny_hf import write_tiny_hf
+from tests.fixtures.quick_gguf import write_tiny_gguf
+from tests.fixtures.quick_hf import write_tiny_hf
 
 
 def test_gguf_info(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from ember.models.files.hparams.hparams import (
 )
 from ember.models.files.safetensors import open_safetensors
 from ember.models.files.tokenizer_config import read_tokenizer_config
-from tests.models.files.badfiles.tiny_hf import write_tiny_hf
+from tests.fixtures.quick_hf import write_tiny_hf
 from tests.models.files.metadata_strategies import JSON_VALUES, config_edits, gguf_edits
 
 FUZZ = settings(

@@ -17,7 +17,7 @@ from safetensors.torch import save_file
 
 from ember.models.errors import ModelFileError
 from ember.models.files.safetensors import is_pickle_checkpoint, open_safetensors, refuse_pickle
-from tests.models.files.badfiles.tiny_hf import hf_tensors, write_tiny_hf
+from tests.fixtures.quick_hf import hf_tensors, write_tiny_hf
 
 
 @pytest.mark.parametrize("n_shards", [1, 3])

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,8 +10,8 @@ from ember.models.errors import DownloadError
 from ember.models.hub.catalog import catalog_entry, load_catalog
 from ember.models.hub.pull import Puller
 from ember.models.hub.select import QUANT_PREFERENCE
-from tests.models.files.tiny_gguf import write_tiny_gguf
-from tests.models.hub.hub_server import HubServer, use_hub
+from tests.fixtures.quick_gguf import write_tiny_gguf
+from tests.models.hub.hub_server import HubServer
 
 
 def test_catalog_is_consistent() -> None:
@@ -47,13 +46,6 @@ def test_unknown_catalog_name_lists_known() -> None:
         catalog_entry("nope")
 
 
-@pytest.fixture
-def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
-    with HubServer() as server:
-        use_hub(monkeypatch, server)
-        yield server
-
-
 def test_pull_catalog_name_sets_alias(hub: HubServer, tmp_path: Path) -> None:
     entry = catalog_entry("qwen2.5-0.5b")
     data = write_tiny_gguf(tmp_path / "q.gguf", arch="qwen2").read_bytes()
@@ -75,11 +67,11 @@ def test_hf_cache_discovery_and_add(
     from ember.app.cli import main
     from ember.models.hub.cache import discover
     from ember.models.hub.client import hf_cache_dir
-    from tests.models.files.tiny_gguf import write_tiny_safetensors
+    from tests.fixtures.quick_hf import write_tiny_hf
 
     gguf = write_tiny_gguf(tmp_path / "g.gguf").read_bytes()
     hub.add_repo("org/g-GGUF", {"g-Q4_K_M.gguf": gguf, "g-Q8_0.gguf": gguf})
-    folder = write_tiny_safetensors(tmp_path / "st")
+    folder = write_tiny_hf(tmp_path / "st")
     hub.add_repo("org/st", {p.name: p.read_bytes() for p in folder.iterdir()})
     hf_hub_download("org/g-GGUF", "g-Q8_0.gguf", cache_dir=hf_cache_dir(), endpoint=hub.url)
     snapshot_download("org/st", cache_dir=hf_cache_dir(), endpoint=hub.url)

@@ -3,7 +3,6 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,10 +16,10 @@ DATA = bytes(range(256)) * 12_000  # 3 MB, not all one value so corruption shows
 
 
 @pytest.fixture
-def hub() -> Iterator[HubServer]:
-    with HubServer() as server:
-        server.add_repo(REPO, {FILE: DATA})
-        yield server
+def hub(hub: HubServer) -> HubServer:
+    """The shared hub fixture with this module's file in it."""
+    hub.add_repo(REPO, {FILE: DATA})
+    return hub
 
 
 def _remote(hub: HubServer, dest: Path, sha: str | None = None) -> RemoteFile:

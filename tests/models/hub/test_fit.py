@@ -9,7 +9,7 @@ import pytest
 
 from ember.models.files.gguf import open_gguf
 from ember.models.hub.fit import HEADER_PEEK_BYTES, Shape, shape_from_gguf_header
-from tests.models.files.badfiles.tiny import write_tiny_gguf
+from tests.fixtures.quick_gguf import write_tiny_gguf
 
 
 def test_shape_from_a_prefix_matches_the_whole_file(tmp_path: Path) -> None:

@@ -18,7 +18,8 @@ from ember.app.loading import open_registry
 from ember.models.errors import DownloadError
 from ember.models.hub.plan import repo_folder
 from ember.models.hub.pull import Puller
-from tests.models.files.tiny_gguf import write_tiny_gguf, write_tiny_safetensors
+from tests.fixtures.quick_gguf import write_tiny_gguf
+from tests.fixtures.quick_hf import write_tiny_hf
 from tests.models.hub.hub_server import Fault, HubServer, use_hub
 
 REPO, FILE = "org/t-GGUF", "t-Q4_K_M.gguf"
@@ -139,7 +140,7 @@ def test_a_file_name_too_long_for_the_disk_is_refused(hub: HubServer, tmp_path: 
 
 
 def test_config_in_invalid_utf8_is_refused(hub: HubServer, tmp_path: Path) -> None:
-    folder = write_tiny_safetensors(tmp_path / "st")
+    folder = write_tiny_hf(tmp_path / "st")
     files = {p.name: p.read_bytes() for p in folder.iterdir()}
     files["config.json"] = b'{"model_type": "llama\xff"}'
     hub.add_repo("org/st", files)

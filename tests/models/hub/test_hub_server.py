@@ -3,18 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
 
-import pytest
-
-from tests.models.hub.hub_server import HubServer, use_hub
-
-
-@pytest.fixture
-def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
-    with HubServer() as server:
-        use_hub(monkeypatch, server)
-        yield server
+from tests.models.hub.hub_server import HubServer
 
 
 def test_tree_info_and_file_metadata(hub: HubServer) -> None:

@@ -8,13 +8,13 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from ember.models.hub.fit import HEADER_PEEK_BYTES
-from tests.models.files.tiny_gguf import write_tiny_gguf
+from tests.fixtures.quick_gguf import write_tiny_gguf
 from tests.models.hub.hub_server import Fault, HubServer
 
 REPO, FILE = "org/big-GGUF", "big-Q4_0.gguf"
@@ -24,14 +24,14 @@ ROOT = Path(__file__).resolve().parents[3]
 @pytest.fixture(scope="module")
 def data(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     folder = tmp_path_factory.mktemp("src")
-    return write_tiny_gguf(folder / "src.gguf", rows=32_768).read_bytes()  # about 7 MB
+    return write_tiny_gguf(folder / "src.gguf", n_vocab=32_768).read_bytes()  # about 7 MB
 
 
 @pytest.fixture
-def hub(data: bytes) -> Iterator[HubServer]:
-    with HubServer() as server:
-        server.add_repo(REPO, {FILE: data})
-        yield server
+def hub(hub: HubServer, data: bytes) -> HubServer:
+    """The shared hub fixture with this module's file in it."""
+    hub.add_repo(REPO, {FILE: data})
+    return hub
 
 
 def _env(hub: HubServer) -> dict[str, str]:

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,19 +10,12 @@ from ember.models.errors import DownloadError
 from ember.models.hub.download import DownloadProgress
 from ember.models.hub.plan import repo_folder
 from ember.models.hub.pull import Puller
-from tests.models.files.tiny_gguf import write_tiny_gguf
-from tests.models.hub.hub_server import Fault, HubServer, use_hub
-
-
-@pytest.fixture
-def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
-    with HubServer() as server:
-        use_hub(monkeypatch, server)
-        yield server
+from tests.fixtures.quick_gguf import write_tiny_gguf
+from tests.models.hub.hub_server import Fault, HubServer
 
 
 def _gguf_bytes(tmp_path: Path, name: str, rows: int = 64, seed: int = 0) -> bytes:
-    return write_tiny_gguf(tmp_path / "src" / name, rows=rows, seed=seed).read_bytes()
+    return write_tiny_gguf(tmp_path / "src" / name, n_vocab=rows, seed=seed).read_bytes()
 
 
 def _puller(**kwargs: object) -> Puller:
@@ -113,9 +105,9 @@ def test_hub_unreachable_or_failing(hub: HubServer, monkeypatch: pytest.MonkeyPa
 
 
 def test_small_file_checked_by_git_blob_id(hub: HubServer, tmp_path: Path) -> None:
-    from tests.models.files.tiny_gguf import write_tiny_safetensors
+    from tests.fixtures.quick_hf import write_tiny_hf
 
-    folder = write_tiny_safetensors(tmp_path / "st")
+    folder = write_tiny_hf(tmp_path / "st")
     hub.add_repo("org/st", {p.name: p.read_bytes() for p in folder.iterdir()})
     hub.set_fault("org/st", "config.json", Fault(corrupt=True, times=1))
     with pytest.raises(DownloadError, match="config.json: git blob SHA-1 mismatch.*deleted"):
@@ -124,9 +116,9 @@ def test_small_file_checked_by_git_blob_id(hub: HubServer, tmp_path: Path) -> No
 
 
 def test_safetensors_suffix_when_gguf_exists_too(hub: HubServer, tmp_path: Path) -> None:
-    from tests.models.files.tiny_gguf import write_tiny_safetensors
+    from tests.fixtures.quick_hf import write_tiny_hf
 
-    folder = write_tiny_safetensors(tmp_path / "st")
+    folder = write_tiny_hf(tmp_path / "st")
     files = {p.name: p.read_bytes() for p in folder.iterdir()}
     hub.add_repo("org/both", files | {"m-Q4_0.gguf": _gguf_bytes(tmp_path, "a.gguf")})
     gguf = _puller().pull("org/both").record
@@ -207,7 +199,7 @@ def test_pull_events_iterator(hub: HubServer, tmp_path: Path) -> None:
     from ember.models.hub.events import pull_events
     from ember.models.hub.pull import PullResult
 
-    data = write_tiny_gguf(tmp_path / "big.gguf", rows=8192).read_bytes()
+    data = write_tiny_gguf(tmp_path / "big.gguf", n_vocab=8192).read_bytes()
     hub.add_repo("org/ev", {"m-Q4_0.gguf": data})
     items = list(pull_events("org/ev", open_registry()))
     assert isinstance(items[-1], PullResult) and items[-1].record.path.read_bytes() == data

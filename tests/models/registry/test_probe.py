@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ember.models.registry.probe import peek_architecture
+from tests.fixtures.quick_gguf import write_tiny_gguf
+from tests.fixtures.quick_hf import write_tiny_hf
 from tests.models.files.badfiles.hostile_hf import write_hostile
-from tests.models.files.badfiles.tiny import write_tiny_gguf
-from tests.models.files.badfiles.tiny_hf import write_tiny_hf
 
 
 def test_architectures_use_the_description_s_names(tmp_path: Path) -> None:

@@ -10,7 +10,8 @@ from ember.models.errors import RegistryError
 from ember.models.registry.probe import gguf_shards, sha256_file
 from ember.models.registry.registry import Registry
 from ember.models.registry.store import ModelRecord
-from tests.models.files.tiny_gguf import write_tiny_gguf, write_tiny_safetensors
+from tests.fixtures.quick_gguf import write_tiny_gguf
+from tests.fixtures.quick_hf import write_tiny_hf
 
 
 @pytest.fixture
@@ -28,7 +29,7 @@ def test_resolve_gguf_path(tmp_path: Path) -> None:
 
 
 def test_resolve_safetensors_folder(tmp_path: Path) -> None:
-    folder = write_tiny_safetensors(tmp_path / "tiny-st", model_type="qwen3")
+    folder = write_tiny_hf(tmp_path / "tiny-st", "qwen3")
     resolved = open_registry().resolve(str(folder))
     assert (resolved.format, resolved.name, resolved.architecture) == (
         "safetensors",

@@ -10,9 +10,9 @@ import pytest
 from ember.engine.runners.llamacpp.runner import LlamaCppRunner
 from ember.models.errors import ModelFileError
 from ember.models.files.gguf import open_gguf
+from tests.fixtures.quick_gguf import write_tiny_gguf
 from tests.models.files.badfiles.corpus import BAD_CASES
 from tests.models.files.badfiles.layout import build, spec_from_file
-from tests.models.files.badfiles.tiny import write_tiny_gguf
 
 
 @pytest.mark.parametrize("case", ["no_block_count", "norm_eps_nan", "tensor_past_end"])

@@ -14,7 +14,7 @@ from ember.engine.runners.torch.config import model_config
 from ember.engine.runners.torch.layers.rope import Rope
 from ember.models.errors import ModelFileError
 from ember.models.files.hparams.hparams import SUPPORTED_ARCHS, hparams_from_hf_config
-from tests.models.files.badfiles.tiny_hf import hf_config
+from tests.fixtures.quick_hf import hf_config
 from tests.models.files.metadata_strategies import config_edits
 
 

@@ -16,8 +16,8 @@ from ember.engine.runners.torch.runner import TorchOptions, TorchRunner
 from ember.models.errors import ModelFileError
 from ember.models.files.gguf import open_gguf
 from ember.models.files.safetensors import open_safetensors
+from tests.fixtures.quick_hf import write_tiny_hf
 from tests.models.files.badfiles.hostile_hf import HOSTILE, write_hostile
-from tests.models.files.badfiles.tiny_hf import write_tiny_hf
 
 from .helpers import prefill_logits
 

@@ -15,7 +15,7 @@ from ember.engine.runners.torch.native.compile import _compiler
 from ember.engine.runners.torch.runner import TorchOptions, TorchRunner
 from ember.models.errors import ModelFileError
 from tests.conftest import PACKED_CACHE_DIR
-from tests.models.files.badfiles.tiny_hf import write_tiny_hf
+from tests.fixtures.quick_hf import write_tiny_hf
 
 from .helpers import decode_logits, greedy, prefill_logits
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.models.files.badfiles.tiny_hf import write_tiny_hf
+from tests.fixtures.quick_hf import write_tiny_hf
 
 Edit = Callable[[Path], None]
 
