@@ -12,14 +12,12 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
-from tests.app.server.server_harness import free_port
+from tests.app.server.server_harness import ember_serve
 
 pytestmark = pytest.mark.model
 pytest.importorskip("llguidance", reason="structured output needs llguidance")
@@ -56,35 +54,9 @@ def server(starter_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Iter
     ember = [sys.executable, "-m", "ember"]
     subprocess.run([*ember, "add", str(starter_gguf), "--name", MODEL], env=env, check=True,
                    capture_output=True, timeout=300)  # fmt: skip
-    port = free_port()
-    log = open(home / "serve.log", "w")  # noqa: SIM115 - closed below
-    process = subprocess.Popen(
-        [*ember, "serve", "--port", str(port), "--model", MODEL, "--threads", "2", "--ctx", "1024"],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 300
-    try:
-        while True:
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"ember serve did not start: {(home / 'serve.log').read_text()}")
-            time.sleep(0.2)
+    serve = ("--model", MODEL, "--threads", "2", "--ctx", "1024")
+    with ember_serve(home, env, *serve) as url:
         yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()
-        assert "Traceback" not in (home / "serve.log").read_text()
 
 
 def _openai(url: str):
