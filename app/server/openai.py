@@ -13,9 +13,8 @@ import time
 import uuid
 from typing import Any
 
+from ember.app.server.reply_splitter import ReplySplitter
 from ember.engine.api import Finished
-from ember.models.text.think_splitter import ThinkSplitter
-from ember.models.text.tool_calls import ToolCall, ToolCallParser, tool_format
 
 # OpenAI finish_reason of each engine reason. "loop" (the loop detector cut a reply that was
 # repeating itself) is "length": the reply was cut short, the model did not end it (README).
@@ -29,27 +28,6 @@ def usage(fin: Finished) -> dict[str, int]:
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
     }
-
-
-class ReplySplitter:
-    """Text deltas -> (reasoning, content, tool calls), incrementally."""
-
-    def __init__(self, fmt_name: str, parse_tools: bool) -> None:
-        self.think = ThinkSplitter()
-        self.tools = ToolCallParser(tool_format(fmt_name)) if parse_tools else None
-        self.calls: list[ToolCall] = []
-
-    def feed(self, text: str, final: bool = False) -> tuple[str, str, list[ToolCall]]:
-        reasoning, content = self.think.feed(text)
-        if final:
-            more_r, more_c = self.think.finish()
-            reasoning, content = reasoning + more_r, content + more_c
-        if self.tools is None:
-            return reasoning, content, []
-        parts = self.tools.feed(content) + (self.tools.finish() if final else [])
-        calls = [p for p in parts if isinstance(p, ToolCall)]
-        self.calls += calls
-        return reasoning, "".join(p for p in parts if isinstance(p, str)), calls
 
 
 class Completion:
