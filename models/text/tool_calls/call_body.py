@@ -158,7 +158,7 @@ class CallBody:
             assert self.scan is not None
             span = self.scan.calls[self.span]
             whole = span.args_end is not None
-            self._complete(span.args_end if whole else self.sent, out)
+            self._complete(self.sent, out)  # sent: args_end once the arguments ended
             cut = None if whole or marker else self.calls[-1]
         if self.calls:
             leftover = self.rest(out)
