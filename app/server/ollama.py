@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ember.app.server import chat_fields
 from ember.app.server.errors import RequestInvalid
 from ember.app.server.io import next_event, plain_error, read_json
-from ember.app.server.openai import ReplySplitter
+from ember.app.server.reply_splitter import ReplySplitter
 from ember.engine.api import (
     ChatMessage,
     ConstraintSpec,
