@@ -30,11 +30,10 @@ def test_peers_table_on_a_tiny_model(tiny_models: Any) -> None:
 
 
 def test_a_missing_peer_is_skipped_with_its_reason(monkeypatch: pytest.MonkeyPatch) -> None:
-    sys.path.insert(0, str(SCRIPT.parent))
-    try:
-        import bench_peers
-    finally:
-        sys.path.remove(str(SCRIPT.parent))
+    spec = importlib.util.spec_from_file_location("bench_peers", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    bench_peers: Any = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench_peers)
     real = importlib.util.find_spec
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name: None if name == "mistralrs" else real(name)

@@ -118,7 +118,8 @@ def run_mistralrs(
 
     gguf = Path(path)
     runner = Runner(
-        which=Which.GGUF(quantized_model_id=str(gguf.parent), quantized_filename=gguf.name),
+        # the wheel's stub types Which.GGUF(...) as its own class, not as a Which
+        which=Which.GGUF(quantized_model_id=str(gguf.parent), quantized_filename=gguf.name),  # type: ignore[arg-type]
         no_paged_attn=True,
         max_seqs=1,
         prefix_cache_n=0,
