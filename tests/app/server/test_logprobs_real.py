@@ -1,9 +1,10 @@
 """logprobs through a real `ember serve` on the starter model, on both runners, with the
 official openai client, checked against llama-cpp-python's own logits for the same prompt ids.
 
-Tolerances (absolute, in nats): the llama.cpp runner is llama.cpp, so only batch and thread
-differences remain (LLAMA_TOL); the torch runner is our own kernels on int4/int8 forms of the
-GGUF blocks (TORCH_TOL, the same order as its logit differences in test_vs_llamacpp).
+Tolerances (absolute, in nats) on the first reply token's logprob and its top 3: the llama.cpp
+runner is llama.cpp, so only batch and thread differences could remain (LLAMA_TOL; measured:
+equal to 5 decimals, -1.43246); the torch runner is our own kernels on int4/int8 forms of the
+GGUF blocks (TORCH_TOL; measured on CPU: -1.37798 vs -1.43246, top 3 within 0.073).
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ pytestmark = pytest.mark.model
 
 MODEL = "gemma3"
 ASK = [{"role": "user", "content": "Name three colors."}]
-LLAMA_TOL = 0.05
-TORCH_TOL = 0.5
+LLAMA_TOL = 1e-3
+TORCH_TOL = 0.25
 
 
 @pytest.fixture(scope="module", params=["llama.cpp", "torch"])
@@ -110,10 +111,6 @@ def test_greedy_chat_logprobs_are_consistent_and_match_llamacpp(
     tol = LLAMA_TOL if runner == "llama.cpp" else TORCH_TOL
     best = np.sort(reference)[::-1][:3]
     first = content[0]
-    print(
-        f"{runner}: first logprob {first.logprob:.5f} vs llama-cpp-python {best[0]:.5f}; "
-        f"top3 {[round(t.logprob, 5) for t in first.top_logprobs]} vs {best.round(5).tolist()}"
-    )
     assert abs(first.logprob - best[0]) < tol, (first.logprob, best[0])
     assert [t.logprob for t in first.top_logprobs] == pytest.approx(list(best), abs=tol)
 
