@@ -10,7 +10,7 @@ import pytest
 
 from ember.app.server.pool import ModelPool
 from ember.app.server.security import Guard
-from ember.engine.api import EngineOptions, load_engine
+from ember.engine.api import EngineOptions, Finished, TextDelta, load_engine
 from ember.models.errors import RegistryError
 from tests.app.server.server_harness import running_server
 
@@ -130,3 +130,37 @@ def test_out_of_range_logprobs_are_422_naming_the_field(
     reply = httpx.post(f"{server}/v1/{path}", json=body | patch, timeout=30)
     assert reply.status_code == 422, reply.text
     assert reply.json()["error"]["param"] == param
+
+
+def test_remote_backend_forwards_logprobs_to_an_ember_server(server: str) -> None:
+    """engine/remote over this server: the same values as asking the server directly."""
+    from ember.engine.api import ChatMessage, GenerationRequest, SamplingParams
+    from ember.engine.remote.backend import RemoteBackend, RemoteConfig
+
+    direct = _client(server).chat.completions.create(
+        model="fake", messages=ASK, max_tokens=8, temperature=0, logprobs=True, top_logprobs=2
+    )
+    sampling = SamplingParams(max_tokens=8, logprobs=True, top_logprobs=2)
+    request = GenerationRequest(
+        messages=(ChatMessage("user", ASK[0]["content"]),), sampling=sampling
+    )
+    backend = RemoteBackend(RemoteConfig(server, "fake"))
+    try:
+        events = list(backend.submit(request))
+        raw = backend.submit(
+            GenerationRequest(prompt="Once", sampling=SamplingParams(max_tokens=4, logprobs=True))
+        ).result()
+    finally:
+        backend.close()
+    final = events[-1]
+    assert isinstance(final, Finished) and final.reason == "length", final
+    expected = direct.choices[0].logprobs.content
+    assert [(lp.token, lp.logprob) for lp in final.logprobs] == [
+        (bytes(e.bytes), e.logprob) for e in expected
+    ]
+    assert [[t.logprob for t in lp.top] for lp in final.logprobs] == [
+        [t.logprob for t in e.top_logprobs] for e in expected
+    ]
+    streamed = [lp for e in events if isinstance(e, TextDelta) for lp in e.logprobs]
+    assert tuple(streamed) == final.logprobs
+    assert raw.reason == "length" and len(raw.logprobs) == 4  # /v1/completions, legacy shape
