@@ -1,8 +1,9 @@
-"""The logprobs request fields of OpenAI's two endpoints (422 naming the field when wrong).
+"""The logprobs request fields (422 on OpenAI's routes, 400 on Ollama's, naming the field).
 
-chat: `logprobs` (boolean) and `top_logprobs` (0 to 20, only with logprobs: true);
-completions: `logprobs` (an integer 0 to 5: that many alternatives per token, the sampled token's
-log-probability always included; null = off). Returns (logprobs on?, alternatives per token).
+OpenAI chat and Ollama's /api/chat and /api/generate: `logprobs` (boolean) and `top_logprobs`
+(0 to 20, only with logprobs: true); OpenAI completions: `logprobs` (an integer 0 to 5: that
+many alternatives per token, the sampled token's always included; null = off).
+Each parser returns (logprobs on?, alternatives per token).
 """
 
 from __future__ import annotations
@@ -15,16 +16,18 @@ from ember.engine.api import MAX_TOP_LOGPROBS
 MAX_COMPLETION_LOGPROBS = 5  # OpenAI's legacy completions limit
 
 
-def _count(value: Any, param: str, hi: int) -> int:
+def _count(value: Any, param: str, hi: int, status: int = 422) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise RequestInvalid(param, f"must be an integer, got {type(value).__name__}")
+        kind = type(value).__name__
+        raise RequestInvalid(param, f"must be an integer, got {kind}", status=status)
     if not 0 <= value <= hi:
-        raise RequestInvalid(param, f"must be between 0 and {hi}, got {value}")
+        raise RequestInvalid(param, f"must be between 0 and {hi}, got {value}", status=status)
     return value
 
 
-def parse(body: dict[str, Any], chat: bool) -> tuple[bool, int]:
-    """(logprobs, top_logprobs) of a chat or completion body."""
+def parse(body: dict[str, Any], chat: bool, status: int = 422) -> tuple[bool, int]:
+    """(logprobs, top_logprobs) of a chat body (OpenAI's or Ollama's: status 400) or an
+    OpenAI completion body (chat False)."""
     value = body.get("logprobs")
     top = body.get("top_logprobs")
     if not chat:
@@ -36,10 +39,10 @@ def parse(body: dict[str, Any], chat: bool) -> tuple[bool, int]:
             return False, 0
         return True, _count(value, "logprobs", MAX_COMPLETION_LOGPROBS)
     if value is not None and not isinstance(value, bool):
-        raise RequestInvalid("logprobs", "must be a boolean")
+        raise RequestInvalid("logprobs", "must be a boolean", status=status)
     if top is None:
         return bool(value), 0
-    count = _count(top, "top_logprobs", MAX_TOP_LOGPROBS)
+    count = _count(top, "top_logprobs", MAX_TOP_LOGPROBS, status)
     if not value:
-        raise RequestInvalid("top_logprobs", "needs logprobs: true")
+        raise RequestInvalid("top_logprobs", "needs logprobs: true", status=status)
     return True, count

@@ -4,7 +4,8 @@ The engine reports one TokenLogprob per reply token (engine/api.py: the model's 
 before penalties, masks and temperature); this file only shapes them:
 - chat: `{"content": [{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}]}`;
 - legacy completions: `{tokens, token_logprobs, top_logprobs: [{token: logprob}], text_offset}`,
-  where each top_logprobs dict also holds the sampled token (OpenAI: up to logprobs + 1 keys).
+  where each top_logprobs dict also holds the sampled token (OpenAI: up to logprobs + 1 keys);
+- Ollama: the chat entries as a bare list, the response's (or NDJSON line's) `logprobs`.
 A token's `token` text is its bytes decoded with U+FFFD for a partial UTF-8 character (a
 character split over tokens); its `bytes` join into the reply's exact UTF-8.
 """
@@ -91,6 +92,11 @@ class LogprobShaper:
             return None
         done, self.pending = self.pending, []
         return chat_block(done) if self.chat else completion_block(done, self.offsets)
+
+    def take_entries(self) -> list[dict[str, Any]]:
+        """The pending logprobs as a bare list of chat entries (Ollama's `logprobs`)."""
+        done, self.pending = self.pending, []
+        return [chat_entry(lp) for lp in done]
 
     def whole(self, logprobs: Iterable[TokenLogprob]) -> dict[str, Any]:
         """The `logprobs` of a non-streamed choice."""

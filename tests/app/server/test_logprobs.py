@@ -164,3 +164,44 @@ def test_remote_backend_forwards_logprobs_to_an_ember_server(server: str) -> Non
     streamed = [lp for e in events if isinstance(e, TextDelta) for lp in e.logprobs]
     assert tuple(streamed) == final.logprobs
     assert raw.reason == "length" and len(raw.logprobs) == 4  # /v1/completions, legacy shape
+
+
+def test_ollama_chat_and_generate_logprobs(server: str) -> None:
+    import ollama
+
+    client = ollama.Client(host=server)
+    options = {"temperature": 0, "num_predict": 8}
+    whole = client.chat(
+        model="fake", messages=ASK, options=options, logprobs=True, top_logprobs=2, stream=False
+    )
+    entries = whole["logprobs"]
+    assert len(entries) == whole["eval_count"] == 8
+    for entry in entries:
+        tops = [t["logprob"] for t in entry["top_logprobs"]]
+        assert len(tops) == 2 and tops == sorted(tops, reverse=True)
+        assert entry["logprob"] == tops[0] <= 0.0
+    parts = client.chat(
+        model="fake", messages=ASK, options=options, logprobs=True, top_logprobs=2, stream=True
+    )
+    streamed = [e for part in parts for e in (part.get("logprobs") or [])]
+    assert [(e["token"], e["logprob"]) for e in streamed] == [
+        (e["token"], e["logprob"]) for e in entries
+    ]
+    made = client.generate(model="fake", prompt="Once", options=options, logprobs=True)
+    assert len(made["logprobs"]) == 8 and all(
+        e["top_logprobs"] in ([], None) for e in made["logprobs"]
+    )
+    plain = client.chat(model="fake", messages=ASK, options=options, stream=False)
+    assert plain.get("logprobs") is None
+
+
+@pytest.mark.parametrize(
+    ("patch", "param"),
+    [({"logprobs": 1}, "logprobs"), ({"logprobs": True, "top_logprobs": 99}, "top_logprobs")],
+)
+def test_ollama_bad_logprobs_are_400_naming_the_field(
+    server: str, patch: dict[str, object], param: str
+) -> None:
+    body = {"model": "fake", "messages": ASK, "stream": False} | patch
+    reply = httpx.post(f"{server}/api/chat", json=body, timeout=30)
+    assert reply.status_code == 400 and param in reply.text, reply.text
