@@ -34,7 +34,8 @@ def score_rows(rows: np.ndarray, tokens: list[int], top_n: int) -> list[Scored]:
     for row, token in zip(rows, tokens, strict=True):
         x = np.asarray(row, dtype=np.float32)
         peak = float(x.max())
-        lse = peak + float(np.log(np.exp(x - peak).sum(dtype=np.float64)))
+        shifted = np.subtract(x, peak)  # one temporary, exp'd in place: 262k-row vocabularies
+        lse = peak + float(np.log(np.exp(shifted, out=shifted).sum(dtype=np.float64)))
         out.append(Scored(float(x[token]) - lse, _top(x, top_n, lse)))
     return out
 
@@ -43,6 +44,7 @@ def _top(x: np.ndarray, n: int, lse: float) -> tuple[tuple[int, float], ...]:
     if n <= 0:
         return ()
     n = min(n, x.shape[0])
-    ids = np.argpartition(-x, n - 1)[:n]
-    ids = ids[np.lexsort((ids, -x[ids]))]  # logit descending, then id ascending
+    kth = np.partition(x, x.shape[0] - n)[x.shape[0] - n]  # the n-th largest logit
+    ids = np.flatnonzero(x >= kth)  # the n largest and any tied with the last of them
+    ids = ids[np.lexsort((ids, -x[ids]))][:n]  # logit descending, then id ascending
     return tuple((int(i), float(x[i]) - lse) for i in ids)

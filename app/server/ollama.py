@@ -282,7 +282,9 @@ class _Reply:
 
     def last(self, fin: Finished, started: float) -> dict[str, Any]:
         head = {"model": self.model, "created_at": _now()}
-        body = {"message": {"role": "assistant", "content": ""}} if self.chat else {"response": ""}
+        body: dict[str, Any] = {"response": ""}
+        if self.chat:
+            body = {"message": {"role": "assistant", "content": ""}}
         if self.logprobs is not None and self.logprobs.pending:
             body["logprobs"] = self.logprobs.take_entries()
         return head | body | _final(fin, started)

@@ -24,7 +24,8 @@ from tests.conftest import PACKED_CACHE_DIR
 pytestmark = pytest.mark.model
 
 MODEL = "gemma3"
-ASK = [{"role": "user", "content": "Name three colors."}]
+QUESTION = "Name three colors."
+ASK = [{"role": "user", "content": QUESTION}]
 LLAMA_TOL = 1e-3
 TORCH_TOL = 0.25
 
@@ -63,7 +64,7 @@ def reference(starter_gguf: Path) -> np.ndarray:
 
     files = ModelFiles("gemma3", starter_gguf, "gguf", "0" * 64)
     render = chat_renderer(files, open_tokenizer(starter_gguf))
-    ids = list(render([ChatMessage(m["role"], m["content"]) for m in ASK]))
+    ids = list(render([ChatMessage("user", QUESTION)]))
     llm = Llama(
         str(starter_gguf),
         logits_all=True,
