@@ -43,6 +43,6 @@ def parse(body: dict[str, Any], chat: bool, status: int = 422) -> tuple[bool, in
     if top is None:
         return bool(value), 0
     count = _count(top, "top_logprobs", MAX_TOP_LOGPROBS, status)
-    if not value:
+    if count and not value:
         raise RequestInvalid("top_logprobs", "needs logprobs: true", status=status)
-    return True, count
+    return bool(value), count

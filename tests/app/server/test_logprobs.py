@@ -84,6 +84,10 @@ def test_chat_logprobs_without_alternatives(server: str) -> None:
     )
     content = reply.choices[0].logprobs.content
     assert len(content) == 5 and all(e.top_logprobs == [] for e in content)
+    off = _client(server).chat.completions.create(
+        model="fake", messages=ASK, max_tokens=5, logprobs=False, top_logprobs=0
+    )
+    assert off.choices[0].logprobs is None  # zero alternatives without logprobs: off
 
 
 def test_completion_logprobs_legacy_shape(server: str) -> None:
