@@ -21,7 +21,7 @@ from ember.app.server import chat_fields, logprob_fields
 from ember.app.server.errors import RequestInvalid
 from ember.app.server.io import next_event, plain_error, read_json
 from ember.app.server.logprobs import LogprobShaper
-from ember.app.server.openai import ReplySplitter
+from ember.app.server.reply_splitter import ReplySplitter
 from ember.engine.api import (
     ChatMessage,
     ConstraintSpec,
