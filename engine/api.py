@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from ember.engine.errors import EngineError
+from ember.models.quants.kv_cache import KV_CACHE_TYPES
 from ember.models.text.chat_format import CHAT_FORMATS
 from ember.models.text.tool_calls.calls import ToolCall
 
@@ -317,6 +318,9 @@ class ModelFiles:
             raise EngineError(f"model {self.name}: digest {self.digest!r} is not a SHA-256")
 
 
+AUTO_CTX = 0  # EngineOptions.ctx: the largest context that fits free RAM (engine/context_size.py)
+
+
 @dataclass(frozen=True)
 class EngineOptions:
     """How to load a model; every field maps to an `ember run` flag (app/options.py builds it
@@ -326,7 +330,8 @@ class EngineOptions:
     runner: str = "auto"  # auto | torch | llama.cpp | remote
     device: str = "auto"  # auto | cpu | cuda | mps
     threads: int = 0  # 0 = physical cores
-    ctx: int = 4096  # context limit in tokens
+    ctx: int = 4096  # context limit in tokens; AUTO_CTX (0) = the largest that fits free RAM
+    kv_cache: str = "f16"  # f16 | q8 | q4: the KV cache's element type (models/quants/kv_cache)
     kv_budget_bytes: int = 0  # 0 = derived from ctx
     block_size: int = 16
     sink: int = 4
@@ -346,8 +351,12 @@ class EngineOptions:
     def __post_init__(self) -> None:
         if self.threads < 0:
             raise EngineError(f"threads={self.threads}: must be >= 0 (0 = physical cores)")
-        if self.ctx < 16:
-            raise EngineError(f"ctx={self.ctx}: must be at least 16 tokens")
+        if self.ctx != AUTO_CTX and self.ctx < 16:
+            raise EngineError(f"ctx={self.ctx}: must be at least 16 tokens (or 0: auto)")
+        if self.kv_cache not in KV_CACHE_TYPES:
+            raise EngineError(
+                f"kv_cache={self.kv_cache!r}: choose one of {', '.join(KV_CACHE_TYPES)}"
+            )
         if self.block_size < 1 or self.block_size & (self.block_size - 1):
             raise EngineError(f"block_size={self.block_size}: must be a power of two")
         if self.sink < 0 or self.window < -1:
@@ -375,6 +384,9 @@ class EngineInfo:
     context_limit: int
     features: dict[str, bool] = field(default_factory=dict)  # sink_window, prefix_cache, draft...
     tool_format: str = "generic"  # how the model writes tool calls (models/text/tool_calls)
+    kv_cache: str = ""  # the runner's KV element type: float16, int8, f16, q8_0, q4_0...
+    kv_cache_bytes: int = 0  # the KV pool the runner allocated (all layers, K and V)
+    context_note: str = ""  # one line on how the context was chosen (`--ctx auto`), else ""
 
 
 HealthStatus = Literal["ok", "wedged", "dead", "closed"]

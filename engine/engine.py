@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ember.engine.api import (
+    AUTO_CTX,
     DRY_BREAKERS,
     ConstraintSpec,
     EngineInfo,
@@ -112,6 +113,7 @@ class Engine:
         prefix_store: PrefixStore | None = None,
         proposer: Proposer | None = None,
         model_name: str = "",
+        context_note: str = "",
     ) -> None:
         self.runner = runner
         self.options = options
@@ -164,6 +166,9 @@ class Engine:
                 "base_chat": getattr(chat, "kind", "template") == "scaffold",
             },
             tool_format=str(getattr(chat, "tool_format", None) or "generic"),
+            kv_cache=runner.info.dtype,
+            kv_cache_bytes=num_blocks * options.block_size * runner.info.kv_bytes_per_token,
+            context_note=context_note,
         )
         self._precompile: BreakerPrecompile | None = None  # DRY breakers, started by load()
         self._states: dict[int, RequestState] = {}  # by seq_id
@@ -182,6 +187,15 @@ class Engine:
         from ember.engine.runners.factory import load_parts
 
         runner, chat, name = load_parts(options, model)
+        note = ""
+        if options.ctx == AUTO_CTX:
+            from ember.engine.context_size import auto_options
+
+            try:
+                options, note = auto_options(options, runner, model)
+            except Exception:
+                runner.close()
+                raise
         store = None
         digest = runner.info.model_digest
         if options.prefix_cache and options.prefix_disk_bytes > 0 and options.prefix_cache_dir:
@@ -199,7 +213,13 @@ class Engine:
         try:
             proposer = create_proposer(options, runner, name, draft_model)
             engine = cls(
-                runner, options, chat=chat, prefix_store=store, proposer=proposer, model_name=name
+                runner,
+                options,
+                chat=chat,
+                prefix_store=store,
+                proposer=proposer,
+                model_name=name,
+                context_note=note,
             )
             engine._precompile = BreakerPrecompile(runner.tokenizer, DRY_BREAKERS)
             return engine
