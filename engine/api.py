@@ -34,6 +34,7 @@ RESERVED_TEMPLATE_VARS = frozenset(
 )
 ModelFormat = Literal["gguf", "safetensors"]
 MAX_SEED = (1 << 64) - 1  # numpy's generators take any non-negative int; 64 bits is plenty
+MAX_TOP_LOGPROBS = 20  # alternatives per token a request may ask for (OpenAI's limit)
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
@@ -64,6 +65,10 @@ class SamplingParams:
     stop: tuple[str, ...] = ()
     stop_token_ids: tuple[int, ...] = ()  # added to the model's EOS / end-of-turn ids
     ignore_eos: bool = False
+    # log-probabilities of the reply's tokens (engine/logprobs.py): off by default, so the
+    # default path computes nothing; top_logprobs alternatives per token (needs logprobs)
+    logprobs: bool = False
+    top_logprobs: int = 0
 
     def __post_init__(self) -> None:
         checks: list[tuple[str, bool, str]] = [
@@ -101,6 +106,12 @@ class SamplingParams:
                 f"must be between 0 and {MAX_SEED}",
             ),
             ("stop", len(self.stop) <= 16 and all(self.stop), "at most 16 non-empty strings"),
+            (
+                "top_logprobs",
+                0 <= self.top_logprobs <= MAX_TOP_LOGPROBS
+                and (self.logprobs or not self.top_logprobs),
+                f"must be between 0 and {MAX_TOP_LOGPROBS}, and needs logprobs",
+            ),
         ]
         for name, ok, reason in checks:
             if not ok:
@@ -274,11 +285,43 @@ class Stats:
 
 
 @dataclass(frozen=True)
+class TopLogprob:
+    """One likely token at a position: its id, its bytes, its log-probability."""
+
+    token_id: int
+    token: bytes
+    logprob: float
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """A reply token's log-probability under the model's raw distribution at its position
+    (log-softmax of the logits, before penalties, masks, temperature and truncation), and the
+    `top` most likely tokens there, most likely first.
+
+    token: the bytes this token adds to the visible reply: its own bytes, less a leading part
+    the reply's lstrip removed or a tail a stop string cut (so the tokens' bytes joined are the
+    reply's bytes)."""
+
+    token_id: int
+    token: bytes
+    logprob: float
+    top: tuple[TopLogprob, ...] = ()
+
+
+@dataclass(frozen=True)
 class TextDelta:
-    """New text (UTF-8 safe, stop strings held back) and the token ids that produced it."""
+    """New text (UTF-8 safe, stop strings held back) and the token ids that produced it.
+
+    A token is reported in the delta that releases the last of its text (held-back tokens go out
+    with the text they complete; the final delta carries the rest). logprobs (when the request
+    asked for them) lines up with token_ids: logprobs[i] is token_ids[i]'s; tokens wholly inside
+    a stop string that ended the reply have none, so logprobs may be shorter in the last delta.
+    """
 
     text: str
     token_ids: tuple[int, ...]
+    logprobs: tuple[TokenLogprob, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -291,6 +334,7 @@ class Finished:
     stats: Stats
     error: str = ""  # one-line reason when reason == "error"
     refused: bool = False  # the request itself was refused (bad input), nothing was generated
+    logprobs: tuple[TokenLogprob, ...] = ()  # every TextDelta's logprobs, in order
 
 
 Event = TextDelta | Finished

@@ -32,6 +32,7 @@ from ember.engine.block_manager import BlockManager
 from ember.engine.constraint import ConstraintCompiler
 from ember.engine.dry import BreakerPrecompile
 from ember.engine.errors import EngineError
+from ember.engine.logprobs import Scored, score_rows
 from ember.engine.request_state import RequestState
 from ember.engine.runners.base import ForwardBatch, SeqStep
 from ember.engine.sampling import sample_token
@@ -427,9 +428,10 @@ class Engine:
             self.blocks.truncate(seq, seq.num_kv_tokens)  # roll back the rejected drafts
         if not seq.first_token_s:
             seq.first_token_s = now
-        for token in samples:
+        scores = self._score(seq, rows, item.draft_ids, samples)
+        for token, scored in zip(samples, scores, strict=True):
             seq.token_ids.append(token)
-            reason = state.accept(token)
+            reason = state.accept(token, scored)
             if reason:
                 self.blocks.register_full_blocks(seq)
                 self._finish_running(seq, state, reason)
@@ -485,6 +487,19 @@ class Engine:
             if i == len(drafts) or token != drafts[i]:
                 break
         return samples
+
+    @staticmethod
+    def _score(
+        seq: Sequence, rows: np.ndarray, drafts: list[int], samples: list[int]
+    ) -> list[Scored | None]:
+        """Logprobs of samples when the request asked: samples[i] came from the target's row
+        offset + i (plain sampling and both verification rules), so drafted and undrafted
+        decoding report the same values."""
+        if not seq.sampling.logprobs:
+            return [None] * len(samples)
+        offset = rows.shape[0] - 1 - len(drafts)
+        window = rows[offset : offset + len(samples)]
+        return list(score_rows(window, samples, seq.sampling.top_logprobs))
 
     def _filter_drafts(self, seq: Sequence, drafts: list[int]) -> list[int]:
         """Drafts the request's constraint allows (the longest valid prefix)."""

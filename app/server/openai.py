@@ -14,6 +14,7 @@ import time
 import uuid
 from typing import Any
 
+from ember.app.server.logprobs import LogprobShaper
 from ember.app.server.reply_splitter import ReplySplitter
 from ember.app.server.tool_call_deltas import tool_call_deltas
 from ember.engine.api import Finished
@@ -35,8 +36,16 @@ def usage(fin: Finished) -> dict[str, int]:
 class Completion:
     """One request's response in the chat or the plain-completion shape."""
 
-    def __init__(self, chat: bool, model: str, fmt_name: str = "generic", tools: bool = False):
+    def __init__(
+        self,
+        chat: bool,
+        model: str,
+        fmt_name: str = "generic",
+        tools: bool = False,
+        logprobs: bool = False,
+    ):
         self.chat = chat
+        self.logprobs = LogprobShaper(chat) if logprobs else None  # the request asked for them
         self.model = model
         self.id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
         self.created = int(time.time())
@@ -89,6 +98,8 @@ class Completion:
             body["choices"] = [{"index": 0, "delta": {}, "finish_reason": reason}]
         else:
             body["choices"] = [{"index": 0, "text": "", "finish_reason": reason}]
+        if self.logprobs is not None:  # tokens whose text went out with no chunk of its own
+            self.logprobs.attach([body])
         return body
 
     def usage_chunk(self, fin: Finished) -> dict[str, Any]:
@@ -108,7 +119,7 @@ class Completion:
                 message["content"] = content.strip() or None
             choice = {"index": 0, "message": message}
         choice["finish_reason"] = self.finish_reason(fin)
-        choice["logprobs"] = None
+        choice["logprobs"] = self.logprobs.whole(fin.logprobs) if self.logprobs else None
         body["choices"] = [choice]
         body["usage"] = usage(fin)
         return body
