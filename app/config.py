@@ -13,7 +13,16 @@ from pathlib import Path
 from typing import Any
 
 from ember.app.errors import ConfigError
-from ember.app.rules import CHAT_FORMATS, DEFAULT_DRY_BREAKERS, DEVICES, RUNNERS, check_setting
+from ember.app.rules import (
+    AUTO_CTX,
+    CHAT_FORMATS,
+    DEFAULT_DRY_BREAKERS,
+    DEVICES,
+    RUNNERS,
+    check_setting,
+    parse_ctx,
+)
+from ember.models.quants.kv_cache import DEFAULT_KV_CACHE
 from ember.paths import Paths, get_paths
 
 __all__ = ["CHAT_FORMATS", "DEVICES", "RUNNERS", "Settings", "load_settings", "save_settings"]
@@ -27,7 +36,8 @@ class Settings:
     runner: str = "auto"
     device: str = "auto"
     threads: int = 0  # 0 = all physical cores; at most this machine's CPU count
-    ctx: int = 4096
+    ctx: int = 4096  # tokens; "auto" (stored as AUTO_CTX = 0): the largest that fits free RAM
+    kv_cache: str = DEFAULT_KV_CACHE  # f16 | q8 | q4 (models/quants/kv_cache.py)
     sink: int = 4
     window: int = -1  # -1 = derived from the context length; 0 = off
     draft: str = "auto"  # auto | none | lookup | self | MODEL
@@ -77,7 +87,7 @@ def _coerce(name: str, value: Any, source: str) -> Any:
         if kind == "int":
             if isinstance(value, bool):
                 raise ValueError(value)
-            return int(value)
+            return parse_ctx(value) if name == "ctx" else int(value)
         if kind == "float":
             return float(value)
         return str(value)
@@ -153,6 +163,8 @@ def save_settings(settings: Settings, paths: Paths | None = None) -> Path:
     for name, value in dataclasses.asdict(settings).items():
         if name == "extra":
             continue
+        if name == "ctx" and value == AUTO_CTX:
+            value = "auto"
         lines.append(f"{name} = {_toml_value(value)}")
     for name, value in settings.extra.items():
         if isinstance(value, bool | int | float | str | list):

@@ -26,7 +26,14 @@ from typing import TYPE_CHECKING, Any
 
 from ember.app.config import Settings, load_settings
 from ember.app.errors import ConfigError
-from ember.app.rules import CHAT_FORMATS, FLAG_RUNNERS, check_flag, parse_breakers
+from ember.app.rules import (
+    CHAT_FORMATS,
+    FLAG_RUNNERS,
+    KV_CACHE_TYPES,
+    check_flag,
+    parse_breakers,
+    parse_ctx,
+)
 from ember.paths import Paths, get_paths
 
 if TYPE_CHECKING:
@@ -57,7 +64,8 @@ class EngineFlags:
     remote: str | None = None  # --remote URL: run the model on an OpenAI-compatible server
     device: str | None = None
     threads: int | None = None
-    ctx: int | None = None
+    ctx: int | None = None  # AUTO_CTX (0) = --ctx auto
+    kv_cache: str | None = None  # f16 | q8 | q4
     sink: int | None = None
     window: int | None = None
     kv_budget: int | None = None  # bytes
@@ -83,6 +91,7 @@ class EngineFlags:
             "device",
             "threads",
             "ctx",
+            "kv_cache",
             "sink",
             "window",
             "draft",
@@ -102,6 +111,30 @@ def parse_bytes(text: str) -> int:
     return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
 
 
+def ctx_arg(text: str) -> int:
+    """--ctx's value: "auto" (AUTO_CTX) or a token count."""
+    try:
+        return parse_ctx(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not auto or a token count") from None
+
+
+def add_context_flags(parser: argparse.ArgumentParser) -> None:
+    """--ctx and --kv-cache (every command that loads a model, `ember chat` included)."""
+    parser.add_argument(
+        "--ctx",
+        type=ctx_arg,
+        metavar="N|auto",
+        help="context limit in tokens, or auto: the largest that fits free RAM (default: settings)",
+    )
+    parser.add_argument(
+        "--kv-cache",
+        metavar="|".join(KV_CACHE_TYPES),
+        help="KV cache type: f16 (default), q8 (8-bit: about half the memory), q4 (4-bit, "
+        "llama.cpp runner only)",
+    )
+
+
 def add_engine_flags(parser: argparse.ArgumentParser, *, remote: bool = True) -> None:
     """Flags that choose how the model is loaded; defaults come from the settings file."""
     runners = "torch | llama.cpp | remote | auto" if remote else "torch | llama.cpp | auto"
@@ -114,7 +147,7 @@ def add_engine_flags(parser: argparse.ArgumentParser, *, remote: bool = True) ->
         )
     parser.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"))
     parser.add_argument("--threads", type=int, help="CPU threads (0 = physical cores)")
-    parser.add_argument("--ctx", type=int, help="context limit in tokens")
+    add_context_flags(parser)
     parser.add_argument(
         "--sink", type=int, help="attention-sink tokens kept at the start (default 4)"
     )
@@ -215,6 +248,7 @@ def engine_options(
         device=pick("device"),
         threads=pick("threads"),
         ctx=pick("ctx"),
+        kv_cache=pick("kv_cache"),
         sink=pick("sink"),
         window=pick("window"),
         kv_budget_bytes=flags.kv_budget or 0,

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ember.app.errors import ConfigError
+from ember.models.quants.kv_cache import KV_CACHE_TYPES as KV_CACHE_TYPES  # f16 | q8 | q4
 from ember.models.text.chat_format import CHAT_FORMATS as CHAT_FORMATS  # auto|template|scaffold
 
 RUNNERS = ("auto", "torch", "llama.cpp")
@@ -24,6 +25,15 @@ MAX_BREAKERS = 16  # the engine's SamplingParams: at most 16 breakers of 1 to 40
 MAX_BREAKER_CHARS = 40
 MAX_TOKENS = 1 << 20
 MAX_SEED = (1 << 64) - 1  # the engine's SamplingParams takes 0..MAX_SEED
+AUTO_CTX = 0  # ctx "auto" (flag, setting, EMBER_CTX) as the engine's EngineOptions.ctx holds it
+
+
+def parse_ctx(text: str) -> int:
+    """A ctx value as written in a flag, the settings file or EMBER_CTX: "auto" -> AUTO_CTX,
+    else a token count; ValueError for anything else."""
+    if str(text).strip().lower() == "auto":
+        return AUTO_CTX
+    return int(text)
 
 
 def machine_threads() -> int:
@@ -60,7 +70,14 @@ def _rules() -> dict[str, Check]:
         "threads": _between(
             0, cores, f"must be between 0 (all cores) and {cores} (this machine's CPUs)"
         ),
-        "ctx": _between(16, MAX_TOKENS, f"must be between 16 and {MAX_TOKENS} tokens"),
+        "ctx": (
+            lambda v: v == AUTO_CTX or 16 <= v <= MAX_TOKENS,
+            f"must be auto or between 16 and {MAX_TOKENS} tokens",
+        ),
+        "kv_cache": (
+            lambda v: v in KV_CACHE_TYPES,
+            f"must be one of {', '.join(KV_CACHE_TYPES)}",
+        ),
         "sink": _between(0, 1024, "must be between 0 and 1024 tokens"),
         "window": _between(-1, MAX_TOKENS, "must be -1 (from ctx), 0 (off) or a token count"),
         "draft": (lambda v: bool(v.strip()), "must be auto, none, lookup, self or a model"),

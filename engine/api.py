@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from ember.engine.errors import EngineError
+from ember.models.quants.kv_cache import KV_CACHE_TYPES
 from ember.models.text.chat_format import CHAT_FORMATS
 from ember.models.text.tool_calls.calls import ToolCall
 
@@ -33,6 +34,7 @@ RESERVED_TEMPLATE_VARS = frozenset(
 )
 ModelFormat = Literal["gguf", "safetensors"]
 MAX_SEED = (1 << 64) - 1  # numpy's generators take any non-negative int; 64 bits is plenty
+MAX_TOP_LOGPROBS = 20  # alternatives per token a request may ask for (OpenAI's limit)
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
@@ -63,6 +65,10 @@ class SamplingParams:
     stop: tuple[str, ...] = ()
     stop_token_ids: tuple[int, ...] = ()  # added to the model's EOS / end-of-turn ids
     ignore_eos: bool = False
+    # log-probabilities of the reply's tokens (engine/logprobs.py): off by default, so the
+    # default path computes nothing; top_logprobs alternatives per token (needs logprobs)
+    logprobs: bool = False
+    top_logprobs: int = 0
 
     def __post_init__(self) -> None:
         checks: list[tuple[str, bool, str]] = [
@@ -100,6 +106,12 @@ class SamplingParams:
                 f"must be between 0 and {MAX_SEED}",
             ),
             ("stop", len(self.stop) <= 16 and all(self.stop), "at most 16 non-empty strings"),
+            (
+                "top_logprobs",
+                0 <= self.top_logprobs <= MAX_TOP_LOGPROBS
+                and (self.logprobs or not self.top_logprobs),
+                f"must be between 0 and {MAX_TOP_LOGPROBS}, and needs logprobs",
+            ),
         ]
         for name, ok, reason in checks:
             if not ok:
@@ -273,11 +285,43 @@ class Stats:
 
 
 @dataclass(frozen=True)
+class TopLogprob:
+    """One likely token at a position: its id, its bytes, its log-probability."""
+
+    token_id: int
+    token: bytes
+    logprob: float
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """A reply token's log-probability under the model's raw distribution at its position
+    (log-softmax of the logits, before penalties, masks, temperature and truncation), and the
+    `top` most likely tokens there, most likely first.
+
+    token: the bytes this token adds to the visible reply: its own bytes, less a leading part
+    the reply's lstrip removed or a tail a stop string cut (so the tokens' bytes joined are the
+    reply's bytes)."""
+
+    token_id: int
+    token: bytes
+    logprob: float
+    top: tuple[TopLogprob, ...] = ()
+
+
+@dataclass(frozen=True)
 class TextDelta:
-    """New text (UTF-8 safe, stop strings held back) and the token ids that produced it."""
+    """New text (UTF-8 safe, stop strings held back) and the token ids that produced it.
+
+    A token is reported in the delta that releases the last of its text (held-back tokens go out
+    with the text they complete; the final delta carries the rest). logprobs (when the request
+    asked for them) lines up with token_ids: logprobs[i] is token_ids[i]'s; tokens wholly inside
+    a stop string that ended the reply have none, so logprobs may be shorter in the last delta.
+    """
 
     text: str
     token_ids: tuple[int, ...]
+    logprobs: tuple[TokenLogprob, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -290,6 +334,7 @@ class Finished:
     stats: Stats
     error: str = ""  # one-line reason when reason == "error"
     refused: bool = False  # the request itself was refused (bad input), nothing was generated
+    logprobs: tuple[TokenLogprob, ...] = ()  # every TextDelta's logprobs, in order
 
 
 Event = TextDelta | Finished
@@ -317,6 +362,9 @@ class ModelFiles:
             raise EngineError(f"model {self.name}: digest {self.digest!r} is not a SHA-256")
 
 
+AUTO_CTX = 0  # EngineOptions.ctx: the largest context that fits free RAM (engine/context_size.py)
+
+
 @dataclass(frozen=True)
 class EngineOptions:
     """How to load a model; every field maps to an `ember run` flag (app/options.py builds it
@@ -326,7 +374,8 @@ class EngineOptions:
     runner: str = "auto"  # auto | torch | llama.cpp | remote
     device: str = "auto"  # auto | cpu | cuda | mps
     threads: int = 0  # 0 = physical cores
-    ctx: int = 4096  # context limit in tokens
+    ctx: int = 4096  # context limit in tokens; AUTO_CTX (0) = the largest that fits free RAM
+    kv_cache: str = "f16"  # f16 | q8 | q4: the KV cache's element type (models/quants/kv_cache)
     kv_budget_bytes: int = 0  # 0 = derived from ctx
     block_size: int = 16
     sink: int = 4
@@ -346,8 +395,12 @@ class EngineOptions:
     def __post_init__(self) -> None:
         if self.threads < 0:
             raise EngineError(f"threads={self.threads}: must be >= 0 (0 = physical cores)")
-        if self.ctx < 16:
-            raise EngineError(f"ctx={self.ctx}: must be at least 16 tokens")
+        if self.ctx != AUTO_CTX and self.ctx < 16:
+            raise EngineError(f"ctx={self.ctx}: must be at least 16 tokens (or 0: auto)")
+        if self.kv_cache not in KV_CACHE_TYPES:
+            raise EngineError(
+                f"kv_cache={self.kv_cache!r}: choose one of {', '.join(KV_CACHE_TYPES)}"
+            )
         if self.block_size < 1 or self.block_size & (self.block_size - 1):
             raise EngineError(f"block_size={self.block_size}: must be a power of two")
         if self.sink < 0 or self.window < -1:
@@ -375,6 +428,9 @@ class EngineInfo:
     context_limit: int
     features: dict[str, bool] = field(default_factory=dict)  # sink_window, prefix_cache, draft...
     tool_format: str = "generic"  # how the model writes tool calls (models/text/tool_calls)
+    kv_cache: str = ""  # the runner's KV element type: float16, int8, f16, q8_0, q4_0...
+    kv_cache_bytes: int = 0  # the KV pool the runner allocated (all layers, K and V)
+    context_note: str = ""  # one line on how the context was chosen (`--ctx auto`), else ""
 
 
 HealthStatus = Literal["ok", "wedged", "dead", "closed"]

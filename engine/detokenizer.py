@@ -33,6 +33,7 @@ class Detokenizer:
     lstrip: bool = False  # drop leading whitespace of the reply (a scaffold's "Assistant:" + " x")
     text: str = ""  # decoded text so far (may include a held-back tail)
     emitted: int = 0  # characters of text already handed out
+    stripped: int = 0  # leading characters (spaces, tabs: one byte each) lstrip dropped
     stopped: bool = False
     _decoder: codecs.IncrementalDecoder = field(
         default_factory=lambda: codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -44,7 +45,9 @@ class Detokenizer:
             return ""
         self.text += self._decoder.decode(self.tokenizer.token_bytes(token_id))
         if self.lstrip and not self.emitted:
-            self.text = self.text.lstrip(" \t")
+            kept = self.text.lstrip(" \t")
+            self.stripped += len(self.text) - len(kept)
+            self.text = kept
         return self._release(final=False)
 
     def flush(self) -> str:

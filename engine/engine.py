@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ember.engine.api import (
+    AUTO_CTX,
     DRY_BREAKERS,
     ConstraintSpec,
     EngineInfo,
@@ -31,6 +32,7 @@ from ember.engine.block_manager import BlockManager
 from ember.engine.constraint import ConstraintCompiler
 from ember.engine.dry import BreakerPrecompile
 from ember.engine.errors import EngineError
+from ember.engine.logprobs import Scored, score_rows
 from ember.engine.request_state import RequestState
 from ember.engine.runners.base import ForwardBatch, SeqStep
 from ember.engine.sampling import sample_token
@@ -112,6 +114,7 @@ class Engine:
         prefix_store: PrefixStore | None = None,
         proposer: Proposer | None = None,
         model_name: str = "",
+        context_note: str = "",
     ) -> None:
         self.runner = runner
         self.options = options
@@ -164,6 +167,9 @@ class Engine:
                 "base_chat": getattr(chat, "kind", "template") == "scaffold",
             },
             tool_format=str(getattr(chat, "tool_format", None) or "generic"),
+            kv_cache=runner.info.dtype,
+            kv_cache_bytes=num_blocks * options.block_size * runner.info.kv_bytes_per_token,
+            context_note=context_note,
         )
         self._precompile: BreakerPrecompile | None = None  # DRY breakers, started by load()
         self._states: dict[int, RequestState] = {}  # by seq_id
@@ -182,6 +188,15 @@ class Engine:
         from ember.engine.runners.factory import load_parts
 
         runner, chat, name = load_parts(options, model)
+        note = ""
+        if options.ctx == AUTO_CTX:
+            from ember.engine.context_size import auto_options
+
+            try:
+                options, note = auto_options(options, runner, model)
+            except Exception:
+                runner.close()
+                raise
         store = None
         digest = runner.info.model_digest
         if options.prefix_cache and options.prefix_disk_bytes > 0 and options.prefix_cache_dir:
@@ -199,7 +214,13 @@ class Engine:
         try:
             proposer = create_proposer(options, runner, name, draft_model)
             engine = cls(
-                runner, options, chat=chat, prefix_store=store, proposer=proposer, model_name=name
+                runner,
+                options,
+                chat=chat,
+                prefix_store=store,
+                proposer=proposer,
+                model_name=name,
+                context_note=note,
             )
             engine._precompile = BreakerPrecompile(runner.tokenizer, DRY_BREAKERS)
             return engine
@@ -407,9 +428,10 @@ class Engine:
             self.blocks.truncate(seq, seq.num_kv_tokens)  # roll back the rejected drafts
         if not seq.first_token_s:
             seq.first_token_s = now
-        for token in samples:
+        scores = self._score(seq, rows, item.draft_ids, samples)
+        for token, scored in zip(samples, scores, strict=True):
             seq.token_ids.append(token)
-            reason = state.accept(token)
+            reason = state.accept(token, scored)
             if reason:
                 self.blocks.register_full_blocks(seq)
                 self._finish_running(seq, state, reason)
@@ -465,6 +487,19 @@ class Engine:
             if i == len(drafts) or token != drafts[i]:
                 break
         return samples
+
+    @staticmethod
+    def _score(
+        seq: Sequence, rows: np.ndarray, drafts: list[int], samples: list[int]
+    ) -> list[Scored | None]:
+        """Logprobs of samples when the request asked: samples[i] came from the target's row
+        offset + i (plain sampling and both verification rules), so drafted and undrafted
+        decoding report the same values."""
+        if not seq.sampling.logprobs:
+            return [None] * len(samples)
+        offset = rows.shape[0] - 1 - len(drafts)
+        window = rows[offset : offset + len(samples)]
+        return list(score_rows(window, samples, seq.sampling.top_logprobs))
 
     def _filter_drafts(self, seq: Sequence, drafts: list[int]) -> list[int]:
         """Drafts the request's constraint allows (the longest valid prefix)."""

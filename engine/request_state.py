@@ -9,9 +9,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ember.engine.api import EngineInfo, Event, Finished, Stats, TextDelta
+from ember.engine.api import EngineInfo, Event, Finished, Stats, TextDelta, TokenLogprob, TopLogprob
 from ember.engine.detokenizer import Detokenizer
 from ember.engine.dry import DryBreakers, breakers_for
+from ember.engine.logprob_trail import LogprobTrail
+from ember.engine.logprobs import Scored
 from ember.engine.loop_detector import LoopDetector
 from ember.engine.sampling import make_generator
 from ember.engine.sequence import Sequence
@@ -33,7 +35,8 @@ class RequestState:
     loop: LoopDetector
     dry: DryBreakers | None = None  # DRY's sequence breakers, compiled for this vocabulary
     output_ids: list[int] = field(default_factory=list)  # generated ids, stop token excluded
-    pending_ids: list[int] = field(default_factory=list)  # ids not yet reported in a TextDelta
+    trail: LogprobTrail = field(default_factory=LogprobTrail)  # ids not yet in a TextDelta
+    logprobs: list[TokenLogprob] = field(default_factory=list)  # every one reported so far
     num_sampled: int = 0
     drafted: int = 0
     accepted: int = 0
@@ -61,15 +64,16 @@ class RequestState:
         loop = LoopDetector(0 if sampling.ignore_eos else sampling.loop_min_tokens)
         return cls(seq, detok, make_generator(sampling.seed), stop_ids, on_event, loop, dry)
 
-    def accept(self, token: int) -> str | None:
-        """Take one sampled token; return a finish reason when generation must end."""
+    def accept(self, token: int, scored: Scored | None = None) -> str | None:
+        """Take one sampled token (scored: its logprobs, when the request asked); return a
+        finish reason when generation must end."""
         self.num_sampled += 1
         if token in self.stop_ids:
             return "stop"
         if self.constraint is not None:
             self.constraint.advance(token)
         self.output_ids.append(token)
-        self.pending_ids.append(token)
+        self.trail.add(token, self.detok.tokenizer.token_bytes(token), scored, self._top(scored))
         self._emit(self.detok.add(token))
         if self.detok.stopped or (self.constraint is not None and self.constraint.done):
             return "stop"
@@ -83,7 +87,7 @@ class RequestState:
         """Flush held text and send the Finished event with the request's Stats."""
         seq = self.seq
         seq.finish_s = time.perf_counter()
-        self._emit(self.detok.flush(), force=bool(self.pending_ids))
+        self._emit(self.detok.flush(), final=True)
         stats = Stats(
             runner=info.runner,
             device=info.device,
@@ -111,10 +115,20 @@ class RequestState:
                 token_ids=tuple(self.output_ids),
                 stats=stats,
                 error=error,
+                logprobs=tuple(self.logprobs),
             )
         )
 
-    def _emit(self, text: str, *, force: bool = False) -> None:
-        if text or force:
-            self.on_event(TextDelta(text, tuple(self.pending_ids)))
-            self.pending_ids = []
+    def _top(self, scored: Scored | None) -> tuple[TopLogprob, ...]:
+        if scored is None:
+            return ()
+        token_bytes = self.detok.tokenizer.token_bytes
+        return tuple(TopLogprob(i, token_bytes(i), lp) for i, lp in scored.top)
+
+    def _emit(self, text: str, *, final: bool = False) -> None:
+        """Report released text with the tokens it completes (final: all the rest)."""
+        if not text and not (final and self.trail.pending):
+            return
+        ids, logprobs = self.trail.release(text, self.detok.stripped, final)
+        self.logprobs += logprobs
+        self.on_event(TextDelta(text, ids, logprobs))

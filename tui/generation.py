@@ -9,7 +9,7 @@ from collections.abc import Callable
 from textual.message import Message
 
 from ember.app.history.parts import MessagePart, joined_text
-from ember.app.server.openai import ReplySplitter
+from ember.app.server.reply_splitter import ReplySplitter
 from ember.engine.api import (
     Backend,
     EngineOptions,

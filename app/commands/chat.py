@@ -22,7 +22,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", help="model name, alias or path (default: the settings' model)")
     parser.add_argument("--runner", help="auto | torch | llama.cpp")
     parser.add_argument("--device", help="auto | cpu | cuda | mps")
-    parser.add_argument("--ctx", type=int, help="context limit in tokens")
+    from ember.app.options import add_context_flags
+
+    add_context_flags(parser)  # --ctx N|auto, --kv-cache
     parser.add_argument(
         "--fake", action="store_true", help="use a fake model that replays canned replies (demo)"
     )
@@ -39,7 +41,11 @@ def run(args: argparse.Namespace) -> int:
 
     paths = get_paths()
     settings = load_settings(paths)
-    overrides = {k: getattr(args, k) for k in ("model", "runner", "device", "ctx")}
+    from ember.app.rules import check_flag
+
+    overrides = {k: getattr(args, k) for k in ("model", "runner", "device", "ctx", "kv_cache")}
+    for name in ("ctx", "kv_cache"):
+        check_flag("--" + name.replace("_", "-"), overrides[name])
     settings = dataclasses.replace(
         settings, **{k: v for k, v in overrides.items() if v is not None}
     )

@@ -9,6 +9,7 @@ HELP = (
     "Download a model from the Hub: ORG/REPO, ORG/REPO:QUANT, ORG/REPO/FILE.gguf or a catalog name."
 )
 ORDER = 32
+FIT_AUTO_CTX = 4096  # the fit estimate's context when the ctx setting is auto
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,7 +45,8 @@ def _show_plan(plan: object) -> None:
         )
     ctx = plan.fit.ctx  # type: ignore[attr-defined]
     say(f"{plan.ref.repo_id} at {plan.commit[:12]}:")  # type: ignore[attr-defined]
-    print_table(rows, ["CHOICE", "FILES", "SIZE", f"KV@{ctx}", "RAM", "DISK"])
+    kv_cache = plan.fit.kv_cache  # type: ignore[attr-defined]
+    print_table(rows, ["CHOICE", "FILES", "SIZE", f"KV@{ctx} {kv_cache}", "RAM", "DISK"])
 
 
 def run(args: argparse.Namespace) -> int:
@@ -57,10 +59,12 @@ def run(args: argparse.Namespace) -> int:
     def note(text: str) -> None:
         say(text, err=True)
 
+    settings = load_settings()
     puller = Puller(
         open_registry(),
         offline=args.offline,
-        ctx=load_settings().ctx,
+        ctx=settings.ctx or FIT_AUTO_CTX,  # ctx auto: the estimate is made at FIT_AUTO_CTX
+        kv_cache=settings.kv_cache,
         on_progress=ProgressBar(),
         on_note=note,
     )

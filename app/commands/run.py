@@ -23,6 +23,7 @@ JSON_FIELDS = (
     "ttft_s",
     "prefill_tok_s",
     "decode_tok_s",
+    "context_limit",
 )
 
 
@@ -133,6 +134,8 @@ def run(args: argparse.Namespace) -> int:
         raise EngineError("empty prompt: give PROMPT or pipe text on stdin")
     request = _request(args, prompt, settings)
     backend = load_backend(options)
+    if backend.info.context_note:  # --ctx auto: the context it chose, and why (one line)
+        sys.stderr.write(f"ember: {backend.info.context_note}\n")
     final: Finished | None = None
     try:
         handle = backend.submit(request)
@@ -163,6 +166,8 @@ def run(args: argparse.Namespace) -> int:
             "token_ids": list(final.token_ids),
             "runner": stats.runner,
             "device": stats.device,
+            "kv_cache": backend.info.kv_cache,
+            "kv_cache_bytes": backend.info.kv_cache_bytes,
         }
         record.update({name: getattr(stats, name) for name in JSON_FIELDS})
         sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -130,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     from ember.app.config import load_settings
     from ember.app.errors import ConfigError
     from ember.app.loading import load_backend
-    from ember.app.rules import check_flag
+    from ember.app.rules import MAX_TOKENS, check_flag
     from ember.app.server.app import create_app
     from ember.app.server.embedder_pool import EmbedderPool
     from ember.app.server.pool import ModelPool
@@ -152,7 +153,10 @@ def run(args: argparse.Namespace) -> int:
             from ember.engine.remote.backend import RemoteBackend, RemoteConfig
 
             return RemoteBackend(RemoteConfig(name, "", api_key=""))
-        return load_backend(options_for(name))
+        backend = load_backend(options_for(name))
+        if backend.info.context_note:  # --ctx auto: the context it chose, and why
+            print(f"ember: {name}: {backend.info.context_note}", file=sys.stderr, flush=True)
+        return backend
 
     def load_embedder(name: str) -> Embedder:
         from ember.app.loading import load_embedding_model
@@ -164,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
         registered_names,
         default_model=args.model,
         max_loaded=args.max_loaded,
-        max_tokens_cap=defaults.ctx,
+        max_tokens_cap=defaults.ctx or MAX_TOKENS,  # ctx auto: each model's own limit
         is_served=served_check(args),
         describe=describe_model,
     )

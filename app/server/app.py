@@ -18,7 +18,7 @@ from ember.app.server.openai import Completion
 from ember.app.server.pool import ModelPool
 from ember.app.server.schema import ParsedRequest, RequestInvalid, parse_chat, parse_completion
 from ember.app.server.security import Guard
-from ember.engine.api import Backend, Finished, RequestHandle, TextDelta
+from ember.engine.api import Backend, Finished, RequestHandle, TextDelta, TokenLogprob
 from ember.errors import EmberError
 
 if TYPE_CHECKING:
@@ -43,12 +43,12 @@ async def _stream(
     try:
         yield f"data: {json.dumps(out.first_chunk())}\n\n"
         while (event := await _next_event(iterator)) is not None:
-            if isinstance(event, TextDelta) and event.text:
-                for chunk in out.delta_chunks(event.text):
+            if isinstance(event, TextDelta) and (event.text or event.logprobs):
+                for chunk in _with_logprobs(out, out.delta_chunks(event.text), event.logprobs):
                     yield f"data: {json.dumps(chunk)}\n\n"
             elif isinstance(event, Finished):
                 finished = True
-                for chunk in out.delta_chunks("", final=True):
+                for chunk in _with_logprobs(out, out.delta_chunks("", final=True)):
                     yield f"data: {json.dumps(chunk)}\n\n"
                 if event.reason == "error":
                     status = 422 if event.refused else 500
@@ -62,6 +62,16 @@ async def _stream(
     finally:
         if not finished:
             handle.abort()  # the client went away: stop generating and free the KV blocks
+
+
+def _with_logprobs(
+    out: Completion, chunks: list[dict[str, Any]], logprobs: tuple[TokenLogprob, ...] = ()
+) -> list[dict[str, Any]]:
+    """chunks, the first carrying the logprobs of the tokens whose text they release."""
+    if out.logprobs is None:
+        return chunks
+    out.logprobs.add(logprobs)
+    return out.logprobs.attach(chunks)
 
 
 async def _whole(handle: RequestHandle, request: Request) -> Finished:
@@ -97,7 +107,8 @@ def _make_endpoint(pool: ModelPool, guard: Guard, chat: bool) -> Callable[[Reque
             pool.release(name)
             return _error(422, str(exc))
         parse_tools = bool(parsed.request.offered_tools)
-        out = Completion(chat, name, backend.info.tool_format, parse_tools)
+        wants_logprobs = parsed.request.sampling.logprobs
+        out = Completion(chat, name, backend.info.tool_format, parse_tools, wants_logprobs)
         if parsed.stream:
 
             async def body_iter() -> AsyncIterator[str]:

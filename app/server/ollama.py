@@ -17,10 +17,11 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from ember.app.server import chat_fields
+from ember.app.server import chat_fields, logprob_fields
 from ember.app.server.errors import RequestInvalid
 from ember.app.server.io import next_event, plain_error, read_json
-from ember.app.server.openai import ReplySplitter
+from ember.app.server.logprobs import LogprobShaper
+from ember.app.server.reply_splitter import ReplySplitter
 from ember.engine.api import (
     ChatMessage,
     ConstraintSpec,
@@ -28,6 +29,7 @@ from ember.engine.api import (
     GenerationRequest,
     SamplingParams,
     TextDelta,
+    TokenLogprob,
 )
 from ember.engine.errors import EngineError
 from ember.errors import EmberError
@@ -57,6 +59,8 @@ OPTIONS = {
 }
 CHAT_FIELDS = {"model", "messages", "stream", "format", "options", "tools", "keep_alive", "think"}
 GENERATE_FIELDS = {"model", "prompt", "system", "raw", "stream", "format", "options", "keep_alive"}
+CHAT_FIELDS |= {"logprobs", "top_logprobs"}  # app/server/logprob_fields.py
+GENERATE_FIELDS |= {"logprobs", "top_logprobs"}
 
 
 def _now() -> str:
@@ -69,13 +73,16 @@ def _refuse_unknown(body: dict[str, Any], known: set[str]) -> None:
             raise RequestInvalid(str(key)[:64], "is not supported by this server", status=400)
 
 
-def sampling(options: Any, cap: int) -> SamplingParams:
-    """Ollama's options as SamplingParams (400 naming an unknown or out-of-range option)."""
+def sampling(options: Any, cap: int, body: dict[str, Any] | None = None) -> SamplingParams:
+    """Ollama's options (and body's logprobs fields) as SamplingParams (400 naming an unknown or
+    out-of-range option)."""
     if options is None:
         options = {}
     if not isinstance(options, dict):
         raise RequestInvalid("options", "must be an object", status=400)
     fields: dict[str, Any] = {"max_tokens": min(256, cap)}
+    if body is not None:
+        fields["logprobs"], fields["top_logprobs"] = logprob_fields.parse(body, True, 400)
     for key, value in options.items():
         if key == "stop":
             if not isinstance(value, list) or not all(isinstance(s, str) and s for s in value):
@@ -164,7 +171,7 @@ def parse_chat(body: Any, cap: int) -> tuple[str | None, bool, float | None, Gen
     kwargs = {} if body.get("think") is None else {"enable_thinking": bool(body["think"])}
     request = _request(
         messages=_messages(body.get("messages")),
-        sampling=sampling(body.get("options"), cap),
+        sampling=sampling(body.get("options"), cap, body),
         constraint=constraint(body.get("format")),
         tools=tools,
         template_kwargs=kwargs,
@@ -184,7 +191,7 @@ def parse_generate(
     keep = keep_alive_s(body.get("keep_alive"))
     if not prompt:  # Ollama: an empty prompt only loads (or, with keep_alive 0, unloads)
         return _model(body), False, keep, None
-    options = sampling(body.get("options"), cap)
+    options = sampling(body.get("options"), cap, body)
     spec = constraint(body.get("format"))
     if body.get("raw"):
         request = _request(
@@ -238,11 +245,26 @@ def _final(fin: Finished, started: float) -> dict[str, Any]:
 class _Reply:
     """One request's NDJSON lines in the /api/chat or /api/generate shape."""
 
-    def __init__(self, model: str, chat: bool, fmt_name: str, tools: bool) -> None:
+    def __init__(
+        self, model: str, chat: bool, fmt_name: str, tools: bool, logprobs: bool = False
+    ) -> None:
         self.model, self.chat = model, chat
         self.splitter = ReplySplitter(fmt_name, tools) if chat else None
+        self.logprobs = LogprobShaper(chat=True) if logprobs else None
 
-    def lines(self, text: str, final: bool = False) -> list[dict[str, Any]]:
+    def lines(
+        self, text: str, final: bool = False, logprobs: tuple[TokenLogprob, ...] = ()
+    ) -> list[dict[str, Any]]:
+        """The lines a delta releases; the first carries the logprobs of the tokens it completes
+        (pending ones wait for the next line)."""
+        out = self._lines(text, final)
+        if self.logprobs is not None:
+            self.logprobs.add(logprobs)
+            if out and self.logprobs.pending:
+                out[0]["logprobs"] = self.logprobs.take_entries()
+        return out
+
+    def _lines(self, text: str, final: bool) -> list[dict[str, Any]]:
         head = {"model": self.model, "created_at": _now()}
         if self.splitter is None:
             return [head | {"response": text, "done": False}] if text else []
@@ -260,12 +282,19 @@ class _Reply:
 
     def last(self, fin: Finished, started: float) -> dict[str, Any]:
         head = {"model": self.model, "created_at": _now()}
-        body = {"message": {"role": "assistant", "content": ""}} if self.chat else {"response": ""}
+        body: dict[str, Any] = {"response": ""}
+        if self.chat:
+            body = {"message": {"role": "assistant", "content": ""}}
+        if self.logprobs is not None and self.logprobs.pending:
+            body["logprobs"] = self.logprobs.take_entries()
         return head | body | _final(fin, started)
 
     def whole(self, fin: Finished, started: float) -> dict[str, Any]:
-        parts = self.lines(fin.text, final=True)
+        parts = self._lines(fin.text, final=True)
         merged = self.last(fin, started)
+        if self.logprobs is not None:
+            self.logprobs.add(fin.logprobs)
+            merged["logprobs"] = self.logprobs.take_entries()
         if self.chat:
             message: dict[str, Any] = {"role": "assistant", "content": ""}
             for part in parts:
@@ -342,15 +371,16 @@ def routes(pool: ModelPool, guard: Guard, embedders: EmbedderPool | None = None)
         except EmberError as exc:
             pool.release(name, keep_alive_s=keep)
             return plain_error(400, str(exc))
-        reply = _Reply(name, chat, backend.info.tool_format, bool(gen.offered_tools))
+        wants = gen.sampling.logprobs
+        reply = _Reply(name, chat, backend.info.tool_format, bool(gen.offered_tools), wants)
 
         async def lines() -> AsyncIterator[str]:
             iterator = iter(handle)
             finished = False
             try:
                 while (event := await next_event(iterator)) is not None:
-                    if isinstance(event, TextDelta) and event.text:
-                        for line in reply.lines(event.text):
+                    if isinstance(event, TextDelta) and (event.text or event.logprobs):
+                        for line in reply.lines(event.text, logprobs=event.logprobs):
                             yield json.dumps(line) + "\n"
                     elif isinstance(event, Finished):
                         finished = True

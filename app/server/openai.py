@@ -3,8 +3,9 @@ plain completions, whole or as streamed chunks.
 
 A chat reply goes through the think splitter (reasoning apart) and then the tool-call parser of
 the model's format, both incremental, so a streamed reply gets the same split as a whole one:
-content deltas as they become certain, each tool call as one delta once complete, and
-finish_reason "tool_calls" when the reply made calls.
+content deltas as they become certain, each tool call announced once its name is known and its
+arguments streamed as they are written (tool_call_deltas.py), and finish_reason "tool_calls"
+when the reply made calls (the engine's reason when it ended inside a call's arguments).
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ import time
 import uuid
 from typing import Any
 
+from ember.app.server.logprobs import LogprobShaper
+from ember.app.server.reply_splitter import ReplySplitter
+from ember.app.server.tool_call_deltas import tool_call_deltas
 from ember.engine.api import Finished
-from ember.models.text.think_splitter import ThinkSplitter
-from ember.models.text.tool_calls import ToolCall, ToolCallParser, tool_format
 
 # OpenAI finish_reason of each engine reason. "loop" (the loop detector cut a reply that was
 # repeating itself) is "length": the reply was cut short, the model did not end it (README).
@@ -31,36 +33,24 @@ def usage(fin: Finished) -> dict[str, int]:
     }
 
 
-class ReplySplitter:
-    """Text deltas -> (reasoning, content, tool calls), incrementally."""
-
-    def __init__(self, fmt_name: str, parse_tools: bool) -> None:
-        self.think = ThinkSplitter()
-        self.tools = ToolCallParser(tool_format(fmt_name)) if parse_tools else None
-        self.calls: list[ToolCall] = []
-
-    def feed(self, text: str, final: bool = False) -> tuple[str, str, list[ToolCall]]:
-        reasoning, content = self.think.feed(text)
-        if final:
-            more_r, more_c = self.think.finish()
-            reasoning, content = reasoning + more_r, content + more_c
-        if self.tools is None:
-            return reasoning, content, []
-        parts = self.tools.feed(content) + (self.tools.finish() if final else [])
-        calls = [p for p in parts if isinstance(p, ToolCall)]
-        self.calls += calls
-        return reasoning, "".join(p for p in parts if isinstance(p, str)), calls
-
-
 class Completion:
     """One request's response in the chat or the plain-completion shape."""
 
-    def __init__(self, chat: bool, model: str, fmt_name: str = "generic", tools: bool = False):
+    def __init__(
+        self,
+        chat: bool,
+        model: str,
+        fmt_name: str = "generic",
+        tools: bool = False,
+        logprobs: bool = False,
+    ):
         self.chat = chat
+        self.logprobs = LogprobShaper(chat) if logprobs else None  # the request asked for them
         self.model = model
         self.id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
         self.created = int(time.time())
         self.splitter = ReplySplitter(fmt_name, tools) if chat else None
+        self.started_calls: set[str] = set()  # ids of the tool calls streamed so far
 
     def _envelope(self, chunk: bool) -> dict[str, Any]:
         kind = "chat.completion" if self.chat else "text_completion"
@@ -72,7 +62,7 @@ class Completion:
         }
 
     def finish_reason(self, fin: Finished) -> str:
-        if self.splitter is not None and self.splitter.calls:
+        if self.splitter is not None and self.splitter.calls and not self.splitter.cut:
             return "tool_calls"
         return FINISH[fin.reason]
 
@@ -88,7 +78,7 @@ class Completion:
         """The chunks a text delta releases (none while it is held back)."""
         if self.splitter is None:
             return [self._text_chunk(text)] if text else []
-        reasoning, content, calls = self.splitter.feed(text, final)
+        reasoning, content, events = self.splitter.stream(text, final)
         out = []
         delta: dict[str, Any] = {}
         if reasoning:
@@ -97,9 +87,8 @@ class Completion:
             delta["content"] = content
         if delta:
             out.append(self._chat_chunk(delta))
-        for call in calls:
-            index = self.splitter.calls.index(call)
-            out.append(self._chat_chunk({"tool_calls": [{"index": index, **call.to_openai()}]}))
+        for entry in tool_call_deltas(events, self.splitter.calls, self.started_calls):
+            out.append(self._chat_chunk({"tool_calls": [entry]}))
         return out
 
     def final_chunk(self, fin: Finished) -> dict[str, Any]:
@@ -109,6 +98,8 @@ class Completion:
             body["choices"] = [{"index": 0, "delta": {}, "finish_reason": reason}]
         else:
             body["choices"] = [{"index": 0, "text": "", "finish_reason": reason}]
+        if self.logprobs is not None:  # tokens whose text went out with no chunk of its own
+            self.logprobs.attach([body])
         return body
 
     def usage_chunk(self, fin: Finished) -> dict[str, Any]:
@@ -119,7 +110,7 @@ class Completion:
         if self.splitter is None:
             choice: dict[str, Any] = {"index": 0, "text": fin.text}
         else:
-            reasoning, content, _ = self.splitter.feed(fin.text, final=True)
+            reasoning, content, _ = self.splitter.stream(fin.text, final=True)
             message: dict[str, Any] = {"role": "assistant", "content": content}
             if reasoning:
                 message["reasoning_content"] = reasoning.strip()
@@ -128,7 +119,7 @@ class Completion:
                 message["content"] = content.strip() or None
             choice = {"index": 0, "message": message}
         choice["finish_reason"] = self.finish_reason(fin)
-        choice["logprobs"] = None
+        choice["logprobs"] = self.logprobs.whole(fin.logprobs) if self.logprobs else None
         body["choices"] = [choice]
         body["usage"] = usage(fin)
         return body

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ember.app.server import chat_fields, dry_fields
+from ember.app.server import chat_fields, dry_fields, logprob_fields
 from ember.app.server.errors import RequestInvalid
 from ember.engine.api import MAX_SEED, ChatMessage, GenerationRequest, SamplingParams
 from ember.engine.errors import EngineError
@@ -149,16 +149,17 @@ def _repeat_penalty(body: dict[str, Any]) -> float:
     return theirs
 
 
-def _sampling(body: dict[str, Any], max_tokens_cap: int) -> SamplingParams:
+def _sampling(body: dict[str, Any], max_tokens_cap: int, chat: bool) -> SamplingParams:
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     key = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
     max_tokens = _integer({key: max_tokens}, key, 1, max_tokens_cap, 256)
     assert max_tokens is not None
     n = _integer(body, "n", 1, 1, 1)
     del n  # only n=1 is served; validated above
-    if body.get("logprobs") not in (None, False) or body.get("top_logprobs") is not None:
-        raise RequestInvalid("logprobs", "log-probabilities are not served yet")
+    logprobs, top_logprobs = logprob_fields.parse(body, chat)
     return SamplingParams(
+        logprobs=logprobs,
+        top_logprobs=top_logprobs,
         temperature=_number(body, "temperature", 0.0, 2.0, 1.0),
         top_p=_number(body, "top_p", 1e-9, 1.0, 1.0),
         top_k=int(_integer(body, "top_k", 0, 1 << 20, 0) or 0),
@@ -203,7 +204,7 @@ def parse_chat(body: Any, max_tokens_cap: int) -> ParsedRequest:
     try:
         request = GenerationRequest(
             messages=_messages(body),
-            sampling=_sampling(body, max_tokens_cap),
+            sampling=_sampling(body, max_tokens_cap, chat=True),
             constraint=chat_fields.parse_response_format(body),
             tools=tools,
             tool_choice=choice,
@@ -236,5 +237,6 @@ def parse_completion(body: Any, max_tokens_cap: int) -> ParsedRequest:
     for field in ("tools", "tool_choice", "response_format", "chat_template_kwargs"):
         if body.get(field) is not None:
             raise RequestInvalid(field, "is only served by /v1/chat/completions")
-    request = GenerationRequest(prompt=prompt, sampling=_sampling(body, max_tokens_cap))
+    sampling = _sampling(body, max_tokens_cap, chat=False)
+    request = GenerationRequest(prompt=prompt, sampling=sampling)
     return ParsedRequest(model, stream, include_usage, request)

@@ -29,6 +29,7 @@ from ember.engine.api import (
     Health,
     Stats,
     TextDelta,
+    TokenLogprob,
 )
 from ember.engine.errors import EngineError
 from ember.engine.remote.sse import Chunk, iter_chunks, request_body
@@ -105,6 +106,7 @@ class RemoteHandle(EventStream):
         self._request = request
         self._aborted = threading.Event()
         self._response: httpx.Response | None = None
+        self._logprobs: list[TokenLogprob] = []  # as the server sent them (no token ids)
         self._thread = threading.Thread(target=self._run, name="ember-remote", daemon=True)
         self._thread.start()
 
@@ -141,7 +143,11 @@ class RemoteHandle(EventStream):
         elapsed = time.perf_counter() - started
         if stats.generated_tokens and elapsed > stats.ttft_s:
             stats.decode_tok_s = stats.generated_tokens / (elapsed - stats.ttft_s)
-        self.push(Finished(reason, "".join(text), (), stats, error))
+        if reason != "error" and self._request.sampling.logprobs and text and not self._logprobs:
+            base = self._backend.config.base
+            reason, error = "error", f"{base} sent no logprobs (it does not serve them)"
+        logprobs = tuple(self._logprobs)
+        self.push(Finished(reason, "".join(text), (), stats, error, logprobs=logprobs))
 
     def _stream(self, text: list[str], stats: Stats, started: float) -> FinishReason:
         path, body = request_body(self._request, self._backend.config.model)
@@ -168,11 +174,12 @@ class RemoteHandle(EventStream):
         if chunk.usage:
             stats.prompt_tokens = int(chunk.usage.get("prompt_tokens", 0))
             stats.generated_tokens = int(chunk.usage.get("completion_tokens", 0))
-        if chunk.text:
+        if chunk.text or chunk.logprobs:
             if not text:
                 stats.ttft_s = time.perf_counter() - started
             text.append(chunk.text)
-            self.push(TextDelta(chunk.text, ()))
+            self._logprobs += chunk.logprobs
+            self.push(TextDelta(chunk.text, (), chunk.logprobs))
         return chunk.finish_reason
 
 

@@ -10,8 +10,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ember.engine.api import GenerationRequest, SamplingParams
+from ember.engine.api import GenerationRequest, SamplingParams, TokenLogprob
 from ember.engine.errors import EngineError
+from ember.engine.remote.logprobs import parse_choice_logprobs, request_fields
 
 
 def sampling_fields(params: SamplingParams) -> dict[str, Any]:
@@ -57,6 +58,7 @@ def request_body(request: GenerationRequest, model: str) -> tuple[str, dict[str,
         "stream_options": {"include_usage": True},
         **sampling_fields(request.sampling),
     }
+    body |= request_fields(request.sampling, chat=request.messages is not None)
     if request.messages is not None:
         body["messages"] = [{"role": m.role, "content": m.content} for m in request.messages]
         return "/v1/chat/completions", body
@@ -74,6 +76,7 @@ class Chunk:
     finish_reason: str | None = None
     usage: dict[str, int] | None = None
     done: bool = False  # the `data: [DONE]` sentinel
+    logprobs: tuple[TokenLogprob, ...] = ()
 
 
 def parse_data(payload: str) -> Chunk:
@@ -103,7 +106,8 @@ def parse_data(payload: str) -> Chunk:
     text = delta.get("content") if isinstance(delta, dict) else choice.get("text")
     if text is not None and not isinstance(text, str):
         raise EngineError(f"remote server sent non-text content: {payload[:80]!r}")
-    return Chunk(text or "", choice.get("finish_reason"), usage)
+    logprobs = parse_choice_logprobs(choice.get("logprobs"))
+    return Chunk(text or "", choice.get("finish_reason"), usage, logprobs=logprobs)
 
 
 def iter_chunks(lines: Iterable[str]) -> Iterator[Chunk]:

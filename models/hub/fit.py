@@ -1,7 +1,8 @@
 """Will a model fit this machine? RAM against weights + KV cache at the default context, disk
 against the bytes still to download.
 
-KV bytes = 2 (K and V) x layers x kv_heads x head_dim x context x 2 bytes (f16 cache).
+KV bytes = 2 (K and V) x layers x kv_heads x head_dim x context x bytes per value of the chosen
+KV cache type (models/quants/kv_cache.py: f16 2, q8 34/32, q4 18/32; the kv_cache setting).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+
+from ember.models.quants.kv_cache import DEFAULT_KV_CACHE, kv_element_bytes
 
 RUNTIME_OVERHEAD_BYTES = 300 * 1000 * 1000  # interpreter, torch/llama.cpp, buffers
 HEADER_PEEK_BYTES = 256 << 10  # GGUF hyperparameters sit at the start, before the vocabulary
@@ -24,9 +27,14 @@ class Shape:
     kv_heads: int
     head_dim: int
 
-    def kv_bytes(self, ctx: int) -> int:
-        """f16 K and V for ctx tokens."""
-        return 2 * self.layers * self.kv_heads * self.head_dim * ctx * 2
+    def kv_bytes_per_token(self, kv_cache: str = DEFAULT_KV_CACHE) -> int:
+        """K and V bytes of one token over all layers, in a KV cache type (f16, q8, q4)."""
+        values = 2 * self.layers * self.kv_heads * self.head_dim
+        return int(values * kv_element_bytes(kv_cache))
+
+    def kv_bytes(self, ctx: int, kv_cache: str = DEFAULT_KV_CACHE) -> int:
+        """K and V for ctx tokens in a KV cache type."""
+        return self.kv_bytes_per_token(kv_cache) * ctx
 
 
 @dataclass(frozen=True)
@@ -41,6 +49,7 @@ class FitEstimate:
     ram_total_bytes: int | None
     disk_needed_bytes: int
     disk_free_bytes: int
+    kv_cache: str = DEFAULT_KV_CACHE
 
     @property
     def ram_verdict(self) -> str:
@@ -64,6 +73,7 @@ class FitEstimate:
             "weights_bytes": self.weights_bytes,
             "kv_bytes": self.kv_bytes,
             "ctx": self.ctx,
+            "kv_cache": self.kv_cache,
             "ram_needed_bytes": self.ram_needed_bytes,
             "ram_available_bytes": self.ram_available_bytes,
             "ram_verdict": self.ram_verdict,
@@ -132,14 +142,20 @@ def shape_from_config(config_text: str) -> Shape | None:
 
 
 def estimate(
-    weights_bytes: int, shape: Shape | None, ctx: int, disk_needed: int, folder: Path
+    weights_bytes: int,
+    shape: Shape | None,
+    ctx: int,
+    disk_needed: int,
+    folder: Path,
+    kv_cache: str = DEFAULT_KV_CACHE,
 ) -> FitEstimate:
-    """A FitEstimate for weights (mmap'd, so they count once) plus the KV cache at ctx."""
-    kv = shape.kv_bytes(ctx) if shape else None
+    """A FitEstimate for weights (mmap'd, so they count once) plus the KV cache at ctx tokens
+    in the kv_cache type."""
+    kv = shape.kv_bytes(ctx, kv_cache) if shape else None
     available, total = memory_bytes()
     probe = folder
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
     free = shutil.disk_usage(probe).free
     need = weights_bytes + (kv or 0) + RUNTIME_OVERHEAD_BYTES
-    return FitEstimate(weights_bytes, kv, ctx, need, available, total, disk_needed, free)
+    return FitEstimate(weights_bytes, kv, ctx, need, available, total, disk_needed, free, kv_cache)

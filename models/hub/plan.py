@@ -24,6 +24,7 @@ from ember.models.hub.fit import (
     shape_from_gguf_header,
 )
 from ember.models.hub.select import Choice, PullRef, choose, gguf_choices
+from ember.models.quants.kv_cache import DEFAULT_KV_CACHE
 from ember.text import utf8_problem
 
 INDEX_FILE = "model.safetensors.index.json"
@@ -52,6 +53,7 @@ class PullPlan:
             self.fit.ctx,
             missing_bytes(self.folder, choice),
             self.folder,
+            self.fit.kv_cache,
         )
 
 
@@ -79,9 +81,15 @@ def missing_bytes(folder: Path, choice: Choice) -> int:
 
 
 def make_plan(
-    ref: PullRef, listing: RepoListing, models_dir: Path, ctx: int, fetch: Fetch
+    ref: PullRef,
+    listing: RepoListing,
+    models_dir: Path,
+    ctx: int,
+    fetch: Fetch,
+    kv_cache: str = DEFAULT_KV_CACHE,
 ) -> PullPlan:
-    """Choose the files for ref in listing and estimate the fit at context ctx."""
+    """Choose the files for ref in listing and estimate the fit at context ctx, the KV cache
+    in the kv_cache type (f16, q8, q4)."""
     choice = choose(listing, ref)
     folder = model_folder(models_dir, ref.repo_id, choice.format)
     if choice.format == "safetensors":
@@ -89,7 +97,7 @@ def make_plan(
         choice = choose(listing, ref, shards)
     else:
         shape = gguf_shape(ref.repo_id, listing.commit, choice, folder)
-    fit = estimate(choice.size_bytes, shape, ctx, missing_bytes(folder, choice), folder)
+    fit = estimate(choice.size_bytes, shape, ctx, missing_bytes(folder, choice), folder, kv_cache)
     choices = gguf_choices(listing) if choice.format == "gguf" else [choice]
     return PullPlan(ref, listing.commit, choices, choice, folder, fit, shape)
 

@@ -17,6 +17,7 @@ from ember.models.hub import client as hub
 from ember.models.hub.download import Downloader, ProgressCallback, RemoteFile
 from ember.models.hub.plan import SAFETENSORS_DIR, PullPlan, complete, make_plan, repo_folder
 from ember.models.hub.select import Choice, PullRef, choose, parse_ref
+from ember.models.quants.kv_cache import DEFAULT_KV_CACHE
 from ember.models.registry.registry import Registry
 from ember.models.registry.store import ModelRecord
 
@@ -50,6 +51,7 @@ class Puller:
         *,
         offline: bool = False,
         ctx: int = 4096,
+        kv_cache: str = DEFAULT_KV_CACHE,  # the fit estimate's KV cache type (f16, q8, q4)
         on_progress: ProgressCallback | None = None,
         on_note: Callable[[str], None] | None = None,
         cancel: threading.Event | None = None,
@@ -58,6 +60,7 @@ class Puller:
         self.registry = registry
         self.offline = hub.is_offline(offline)
         self.ctx = ctx
+        self.kv_cache = kv_cache
         self.on_note = on_note or (lambda _text: None)
         self.downloader = downloader or Downloader(hub.request_headers(), on_progress, cancel)
 
@@ -75,6 +78,7 @@ class Puller:
             self.registry.models_dir,
             self.ctx,
             lambda f, folder: self._fetch(ref.repo_id, listing.commit, f, folder),
+            self.kv_cache,
         )
 
     # ---- pulling -------------------------------------------------------------------------

@@ -85,7 +85,7 @@ def test_remote_and_prefix_flags() -> None:
     [
         (["--threads", "10000"], "--threads 10000: must be between 0 (all cores) and"),
         (["--threads", "-1"], "--threads -1: must be between 0"),
-        (["--ctx", "8"], "--ctx 8: must be between 16"),
+        (["--ctx", "8"], "--ctx 8: must be auto or between 16"),
         (["--sink", "-2"], "--sink -2: must be between 0"),
         (["--window", "-5"], "--window -5: must be -1"),
         (["--kv-budget", "0"], "--kv-budget 0: must be a positive size"),

@@ -10,6 +10,7 @@ from ember.app.cli import main
 from ember.app.commands.run import JSON_FIELDS
 
 FIELDS = {"text", "finish_reason", "token_ids", "runner", "device", *JSON_FIELDS}
+FIELDS |= {"kv_cache", "kv_cache_bytes"}  # the KV cache the engine allocated (--kv-cache)
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -28,6 +29,7 @@ def test_run_streams_and_ends_with_json(capsys: pytest.CaptureFixture[str]) -> N
     assert set(record) == FIELDS
     assert record["runner"] == "fake" and record["generated_tokens"] == len(record["token_ids"])
     assert record["prompt_tokens"] > 0 and record["evicted_tokens"] == 0
+    assert record["kv_cache_bytes"] > 0 and record["context_limit"] > 0
     assert out.startswith(record["text"])  # the text was streamed before the JSON line
     _, again, _ = _run(capsys, *GREEDY_JSON, "--max-tokens", "6", "--json")
     assert json.loads(again.strip().splitlines()[-1])["token_ids"] == record["token_ids"]

@@ -223,6 +223,8 @@ class ChatScreen(ChatExtras):
     def _backend_loaded(self, event: BackendLoaded) -> None:
         self.query_one(StatusBar).info.apply_info(event.info)
         self.update_status("generating" if self.session.busy else "idle")
+        if event.info.context_note:  # --ctx auto: the context it chose, and why
+            self.notify(event.info.context_note, markup=False, timeout=10)
 
     @on(ReplyDelta)
     async def _reply_delta(self, event: ReplyDelta) -> None:

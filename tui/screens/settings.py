@@ -13,6 +13,7 @@ from textual.screen import Screen
 from textual.widgets import Button, Footer, Label
 
 from ember.app.config import CHAT_FORMATS, DEVICES, RUNNERS, Settings, save_settings
+from ember.app.rules import KV_CACHE_TYPES
 from ember.errors import EmberError
 from ember.tui.widgets.form import Form, FormError, FormField
 
@@ -24,7 +25,8 @@ _LABELS = {
     "runner": "Runner",
     "device": "Device",
     "threads": "Threads (0 = all cores)",
-    "ctx": "Context (tokens)",
+    "ctx": "Context (tokens, 0 = auto)",
+    "kv_cache": "KV cache (f16/q8/q4)",
     "sink": "Sink tokens",
     "window": "Window (-1 auto, 0 off)",
     "draft": "Draft (auto/none/lookup/self/model)",
@@ -55,6 +57,7 @@ def settings_fields(settings: Settings, models: list[str]) -> list[FormField]:
         "device": DEVICES,
         "model": tuple(models),
         "chat_format": CHAT_FORMATS,
+        "kv_cache": KV_CACHE_TYPES,
     }
     out = []
     for f in dataclasses.fields(Settings):

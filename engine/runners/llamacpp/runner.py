@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 KV_SLACK_TOKENS = 256  # cells beyond the engine's blocks, for transient copies
 INITIAL_KV_TOKENS = 512
+LLAMA_KV_TYPES = {"f16": "f16", "q8": "q8_0", "q4": "q4_0"}  # --kv-cache -> llama.cpp's K/V type
 
 
 @dataclass(frozen=True)
@@ -64,12 +65,13 @@ class LlamaCppConfig:
 
     @classmethod
     def from_options(cls, options: EngineOptions) -> LlamaCppConfig:
-        """Map `ember run` options: threads, and GPU offload unless --device cpu."""
+        """Map `ember run` options: threads, GPU offload unless --device cpu, --kv-cache."""
         offload = options.device != "cpu" and bool(lib().llama_supports_gpu_offload())
         return cls(
             threads=options.threads,
             gpu_layers=-1 if offload else 0,
             max_sequences=min(256, max(16, 4 * options.max_batch)),
+            kv_type=LLAMA_KV_TYPES[options.kv_cache],
         )
 
 

@@ -347,5 +347,19 @@ def _torch_options(options: Any) -> TorchOptions:
     if isinstance(options, TorchOptions):
         return options
     return TorchOptions(
-        device=options.device, threads=options.threads, packed_cache_dir=options.packed_cache_dir
+        device=options.device,
+        threads=options.threads,
+        packed_cache_dir=options.packed_cache_dir,
+        kv_dtype=torch_kv_dtype(options.kv_cache),
     )
+
+
+def torch_kv_dtype(kv_cache: str) -> str:
+    """TorchOptions.kv_dtype for a user's KV cache type (models/quants/kv_cache.py): f16 -> the
+    runner's 16-bit default, q8 -> int8 pools; q4 has no torch pools (EngineError)."""
+    if kv_cache == "q4":
+        raise EngineError(
+            "--kv-cache q4: the torch runner's KV cache is f16 or q8 (int8); "
+            "use --kv-cache q8, or --runner llama.cpp for q4"
+        )
+    return "int8" if kv_cache == "q8" else "auto"

@@ -3,10 +3,11 @@
 fmt = detect_tool_format(template.source)        # hermes | llama3 | mistral | generic
 messages, tools = template_inputs(msgs, tools, fmt)
 parser = ToolCallParser(fmt); parts = parser.feed(delta) + parser.finish()
+    # parts: content str, CallStart, ArgsDelta (streamed arguments), ToolCall
 grammar = tool_call_grammar(tools, fmt, special_id)   # tool_choice required / named
 """
 
-from ember.models.text.tool_calls.calls import ToolCall, new_call_id
+from ember.models.text.tool_calls.calls import ArgsDelta, CallStart, ToolCall, new_call_id
 from ember.models.text.tool_calls.formats import (
     FORMATS,
     GENERIC,
@@ -20,6 +21,8 @@ from ember.models.text.tool_calls.parser import ParsedReply, ToolCallParser, par
 from ember.models.text.tool_calls.render import template_inputs
 
 __all__ = [
+    "ArgsDelta",
+    "CallStart",
     "FORMATS",
     "GENERIC",
     "CallShape",

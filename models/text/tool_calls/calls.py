@@ -41,3 +41,20 @@ class ToolCall:
             "type": "function",
             "function": {"name": self.name, "arguments": self.arguments},
         }
+
+
+@dataclass(frozen=True)
+class CallStart:
+    """A call's name is known: call `index` (0-based in the reply) with `id` has begun."""
+
+    index: int
+    id: str
+    name: str
+
+
+@dataclass(frozen=True)
+class ArgsDelta:
+    """More of call `index`'s arguments text; a call's deltas concatenate to its arguments."""
+
+    index: int
+    text: str

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -14,6 +15,7 @@ from ember.app.server.pool import ModelPool
 from ember.app.server.security import Guard
 from ember.engine.api import EngineOptions, load_engine
 from ember.models.errors import RegistryError
+from tests.app.scripted_backend import ScriptedBackend
 from tests.app.server.server_harness import running_server
 
 pytest.importorskip("llguidance", reason="format needs llguidance")
@@ -149,3 +151,34 @@ def test_pull_streams_status_then_delete(
             "DELETE", f"{url}/api/delete", json={"model": "org/tiny-GGUF:Q4_K_M"}, timeout=30
         )
         assert gone.status_code == 404
+
+
+CALL_WORDS = ["Let me check.", "\n<tool", '_call>\n{"name": "get_', 'weather", "arguments": {"ci']
+CALL_END = ['ty": "Par', 'is"}}\n</tool_', "call>"]
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {}}},
+}
+
+
+def test_streamed_chat_sends_each_tool_call_whole() -> None:
+    scripts = {"caller": CALL_WORDS + CALL_END, "cutter": CALL_WORDS}
+    pool = ModelPool(
+        lambda name: ScriptedBackend(name, scripts[name]), lambda: list(scripts), max_loaded=2
+    )
+    ask = {"messages": [{"role": "user", "content": "Weather?"}], "tools": [WEATHER_TOOL]}
+    with running_server(pool, Guard(bind_host="127.0.0.1")) as url:
+        lines = _messages(
+            httpx.post(f"{url}/api/chat", json={"model": "caller", **ask}, timeout=60)
+        )
+        cut = _messages(httpx.post(f"{url}/api/chat", json={"model": "cutter", **ask}, timeout=60))
+    calls = [c for m in lines for c in m.get("tool_calls", [])]
+    assert calls == [{"function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]
+    assert "".join(m["content"] for m in lines).strip() == "Let me check."
+    # the reply ended inside the arguments: no call to run, the text is given back
+    assert not any(m.get("tool_calls") for m in cut)
+    assert "".join(m["content"] for m in cut) == "".join(CALL_WORDS)
+
+
+def _messages(reply: httpx.Response) -> list[Any]:
+    return [line["message"] for line in _lines(reply)]

@@ -129,7 +129,7 @@ def test_required_tool_choice_returns_a_well_formed_call(server: str) -> None:
             assert call.function.name == "get_time" and args == {}
 
 
-def test_named_tool_choice_streams_the_call_as_a_delta(server: str) -> None:
+def test_named_tool_choice_streams_the_call_and_its_arguments(server: str) -> None:
     stream = _client(server).chat.completions.create(
         model="fake",
         messages=ASK,
@@ -140,9 +140,23 @@ def test_named_tool_choice_streams_the_call_as_a_delta(server: str) -> None:
         stream_options={"include_usage": True},
     )
     chunks = list(stream)
-    calls = [tc for c in chunks if c.choices for tc in (c.choices[0].delta.tool_calls or [])]
-    assert [c.function.name for c in calls] == ["get_weather"]
-    assert json.loads(calls[0].function.arguments or "")["city"] in ("Paris", "Rome")
+    deltas = [tc for c in chunks if c.choices for tc in (c.choices[0].delta.tool_calls or [])]
+    first, rest = deltas[0], deltas[1:]  # the call as soon as its name is known, then arguments
+    assert (first.index, first.type, first.function.name) == (0, "function", "get_weather")
+    assert first.id and first.function.arguments == ""
+    assert len(rest) > 1 and all(d.index == 0 and d.id is None for d in rest)
+    assert all(d.function.name is None for d in rest)
+    arguments = "".join(d.function.arguments or "" for d in rest)
+    assert json.loads(arguments)["city"] in ("Paris", "Rome")
+    whole = _client(server).chat.completions.create(
+        model="fake",
+        messages=ASK,
+        seed=1,
+        tools=[WEATHER, CLOCK],
+        tool_choice={"type": "function", "function": {"name": "get_weather"}},
+    )  # the same seed: the same reply, whole
+    calls = whole.choices[0].message.tool_calls
+    assert calls and calls[0].function.arguments == arguments
     finishes = [
         c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason
     ]

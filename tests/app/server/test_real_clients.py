@@ -105,6 +105,28 @@ def test_openai_required_tool_call_and_streaming(server: str) -> None:
     assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens > 0
 
 
+def test_openai_streams_tool_call_arguments(server: str) -> None:
+    client = _openai(server)
+    ask = [{"role": "user", "content": "What is the weather in Oslo?"}]
+    request = dict(
+        model=MODEL, messages=ask, temperature=0, max_tokens=60, tools=[WEATHER],
+        tool_choice="required",
+    )  # fmt: skip
+    whole = client.chat.completions.create(**request).choices[0].message.tool_calls
+    assert whole and len(whole) == 1
+    chunks = list(client.chat.completions.create(**request, stream=True))
+    deltas = [tc for c in chunks if c.choices for tc in (c.choices[0].delta.tool_calls or [])]
+    first, rest = deltas[0], deltas[1:]
+    assert (first.index, first.type, first.function.name) == (0, "function", "get_weather")
+    assert first.id and first.function.arguments == ""
+    assert len(rest) > 1 and all(d.index == 0 and d.function.name is None for d in rest)
+    arguments = "".join(d.function.arguments or "" for d in rest)
+    assert json.loads(arguments) == json.loads(whole[0].function.arguments)
+    assert arguments == whole[0].function.arguments
+    finishes = [c.choices[0].finish_reason for c in chunks if c.choices]
+    assert finishes[-1] == "tool_calls"
+
+
 def test_model_lists(server: str) -> None:
     import ollama
 

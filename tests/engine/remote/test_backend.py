@@ -185,3 +185,15 @@ def test_a_local_model_has_no_remote_config() -> None:
 
     assert remote_config(EngineOptions(model="my-server")) is None  # app resolves registry names
     assert remote_config(EngineOptions(model="x", runner="llama.cpp")) is None
+
+
+def test_logprobs_are_asked_for_and_a_server_without_them_is_an_error(
+    server: RemoteTestServer,
+) -> None:
+    _, done = events(backend(server, "ok"), chat(logprobs=True, top_logprobs=3))
+    sent = server.requests[-1]
+    assert (sent["logprobs"], sent["top_logprobs"]) == (True, 3)
+    assert done.reason == "error" and "sent no logprobs" in done.error
+    assert done.text == "Hello, world!"  # the reply so far is kept
+    events(backend(server, "ok"), chat())
+    assert "logprobs" not in server.requests[-1]
