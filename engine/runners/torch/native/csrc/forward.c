@@ -143,7 +143,16 @@ static void attention(const em_model *m, const em_layer *L, const em_step *s, bu
     em_attn_args A = {B->qkv, (int64_t)(m->n_heads + 2 * nkv) * D, g, D, nkv, m->block_size,
                       m->kv_type, m->attn_scale, m->attn_softcap, L->k_pool, L->v_pool,
                       L->k_scale, L->v_scale, s->table, s->blocks};
-    const int32_t per_kv = B->task_start[N], part = g * (2 + D);
+    /* the count of key chunks from the step itself, not from B->task_start: a thread that
+     * lags behind reads this after later layers have rewritten B (its items read B only
+     * while their phase is current) */
+    int32_t per_kv = 0;
+    for (int32_t t = 0; t < N; t++) {
+        const int32_t end = s->key_end[t];
+        const int32_t start = L->window > 0 && end > L->window ? end - L->window : 0;
+        per_kv += (end - start + EM_KEY_CHUNK - 1) / EM_KEY_CHUNK;
+    }
+    const int32_t part = g * (2 + D);
     float *scratch = T->scratch;
     EM_PAR_FOR(T, i, (int64_t)per_kv * nkv) {
         const int32_t kvh = (int32_t)(i / per_kv), c = (int32_t)(i % per_kv);

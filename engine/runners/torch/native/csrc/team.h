@@ -88,7 +88,8 @@ static inline void em_phase_end(em_team *t, int64_t n) {
 }
 
 /* for (i over 0 .. n-1, items claimed dynamically); the phase ends (em_phase_end) when the loop
- * does. Not nestable; `continue` is fine, `break`/`return` are not. */
+ * does. Not nestable; `continue` is fine, `break`/`return` are not. n must not depend on
+ * shared buffers that a later phase rewrites: a thread that lags behind evaluates it late. */
 #define EM_PAR_FOR(T, i, n)                                                                  \
     for (int64_t i, em_n_ = (n); (i = em_claim(T)) < em_n_ || (em_phase_end(T, em_n_), 0); \
          em_item_done(T))
