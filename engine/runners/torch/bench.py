@@ -51,9 +51,10 @@ def run_once(
     prompt_len: int,
     decode_len: int,
     packed_cache: str = "",
+    timeout_s: float | None = None,
 ) -> BenchResult:
     """One measurement of runner in a fresh Python process (packed_cache: the packed-weight
-    folder of the torch runner; "" = none)."""
+    folder of the torch runner; "" = none). A child past timeout_s is killed (RuntimeError)."""
     import ember
 
     root = str(Path(ember.__file__).resolve().parent.parent)
@@ -74,7 +75,12 @@ def run_once(
         packed_cache,
         model.digest,
     ]
-    proc = subprocess.run(args, capture_output=True, text=True, env=env, check=False)
+    try:
+        proc = subprocess.run(
+            args, capture_output=True, text=True, env=env, check=False, timeout=timeout_s
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise RuntimeError(f"bench {runner}: no result within {timeout_s:.0f} s") from exc
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
         tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]

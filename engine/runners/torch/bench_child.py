@@ -3,7 +3,7 @@ random token ids, greedy-decode, report times and memory as one JSON line on std
 
 Runners: "torch" (Ember's torch runner; "torch kernels": its fallback without native kernels), "llama.cpp runner" (Ember's llama.cpp runner, driven
 through the same Runner calls), "llama.cpp" (raw llama-cpp-python: `Llama.eval` and its logits,
-the reference loop). Each reports its runtime's baseline RSS (right after importing torch or
+the reference loop), "mistral.rs" (a peer engine, when installed). Each reports its runtime's baseline RSS (right after importing torch or
 llama_cpp), so peak - baseline is what the model itself costs.
 """
 
@@ -108,12 +108,39 @@ def run_llamacpp_raw(
     return load_s, first_token_s, p / prefill_s, d / (time.perf_counter() - t)
 
 
+def run_mistralrs(
+    path: str, threads: int, p: int, d: int, t0: float, cache: tuple[str, str]
+) -> Timings:
+    """mistral.rs (its PyPI wheel) on the same GGUF: a text prompt of about p tokens (it takes
+    text, not ids), greedy, d new tokens at most; speeds are its own usage counters. Threads:
+    RAYON_NUM_THREADS, set before the import (child_main)."""
+    from mistralrs import CompletionRequest, Runner, Which
+
+    gguf = Path(path)
+    runner = Runner(
+        # the wheel's stub types Which.GGUF(...) as its own class, not as a Which
+        which=Which.GGUF(quantized_model_id=str(gguf.parent), quantized_filename=gguf.name),  # type: ignore[arg-type, unused-ignore]
+        no_paged_attn=True,
+        max_seqs=1,
+        prefix_cache_n=0,
+    )
+    load_s = time.perf_counter() - t0
+    sentence = "The river bends past the old mill, where the water turns the wheel. "
+    per = max(1, len(runner.tokenize_text(sentence, False, False)))
+    prompt = sentence * max(1, p // per)
+    request = CompletionRequest(prompt=prompt, model="bench", max_tokens=d, temperature=0.0)
+    usage = runner.send_completion_request(request).usage
+    first_token_s = load_s + usage.total_prompt_time_sec
+    return load_s, first_token_s, usage.avg_prompt_tok_per_sec, usage.avg_compl_tok_per_sec
+
+
 RUNS = {
     "torch": run_torch,
     "torch, 1st run": run_torch,
     "torch kernels": run_torch_kernels,
     "llama.cpp runner": run_llamacpp_runner,
     "llama.cpp": run_llamacpp_raw,
+    "mistral.rs": run_mistralrs,
 }
 
 
@@ -125,6 +152,10 @@ def child_main(argv: list[str]) -> None:
     cache = (argv[5], argv[6])
     if runner.startswith("torch"):
         import torch  # noqa: F401
+    elif runner == "mistral.rs":
+        os.environ["RAYON_NUM_THREADS"] = str(threads)
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the tokenizer comes from the GGUF
+        import mistralrs  # noqa: F401
     else:
         import llama_cpp  # noqa: F401
     base_mb = current_rss_mb()

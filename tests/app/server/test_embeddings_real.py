@@ -4,10 +4,13 @@ model registered with `ember add` (the tiny BERT GGUF), plus refusals naming the
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import httpx
@@ -114,3 +117,30 @@ def test_ollama_show_tells_the_model_files(server: str) -> None:
     assert bert.modelinfo is not None and bert.modelinfo["bert.pooling_type"] == 1
     response = httpx.post(f"{server}/api/show", json={"model": MODEL, "verbose": True})
     assert response.status_code == 400 and response.json()["error"].startswith("verbose:")
+
+
+def test_ember_ps_and_stop_see_an_embedder(server: str, tmp_path: Path) -> None:
+    import ollama
+
+    env = {**os.environ, "EMBER_SERVER": server, "EMBER_HOME": str(tmp_path)}
+
+    def ember(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "ember", *args], env=env,
+                              capture_output=True, text=True, timeout=300)  # fmt: skip
+
+    def listed() -> dict[str, dict[str, str]]:
+        shown = ember("ps", "--json")
+        assert shown.returncode == 0, shown.stderr
+        return {card["name"]: card for card in json.loads(shown.stdout)}
+
+    client = ollama.Client(host=server, timeout=300)
+    client.embed(model=BERT, input="cat", keep_alive=0)  # unloaded once done
+    assert BERT not in listed()
+    client.embed(model=BERT, input="cat", keep_alive="5m")
+    expires = datetime.fromisoformat(listed()[BERT]["expires_at"].replace("Z", "+00:00"))
+    assert 240 < expires.timestamp() - time.time() <= 300
+    stopped = ember("stop", BERT)
+    assert stopped.returncode == 0 and stopped.stdout.strip() == f"unloaded {BERT}"
+    assert BERT not in listed()
+    again = ember("stop", BERT)
+    assert again.returncode != 0 and "not loaded" in again.stderr

@@ -10,7 +10,8 @@ Nothing is written beside the sources: the library goes to the caller's cache fo
 next to its output, so processes starting at once compile once and never load a partial file.
 
 It links OpenMP by soname (libgomp.so.1), so inside a process that imported torch it shares
-torch's OpenMP runtime and thread pool instead of starting a second one.
+torch's OpenMP runtime and thread pool instead of starting a second one (the prefill-sized
+calls use it); the decode step runs on the library's own small pool (csrc/pool.c).
 """
 
 from __future__ import annotations
@@ -40,9 +41,19 @@ SOURCES = (
     "dequant.c",
     "attention.c",
     "forward.c",
+    "pool.c",
 )
 ABI_VERSION = 1  # em_abi_version() of csrc/ember_native.h
-FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=gnu11", "-ffp-contract=off")
+FLAGS = (
+    "-O3",
+    "-march=native",
+    "-fopenmp",
+    "-pthread",
+    "-fPIC",
+    "-shared",
+    "-std=gnu11",
+    "-ffp-contract=off",
+)
 _OFF = ("off", "0", "no", "false")
 
 

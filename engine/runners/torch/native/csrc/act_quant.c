@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "ember_native.h"
+#include "team.h"
 
 #if !defined(__F16C__)
 float em_fp16_to_fp32(uint16_t h) {
@@ -109,10 +110,9 @@ static void quantize_row_256(const float *x, int32_t k, float *d, int16_t *bsum,
     }
 }
 
-void em_act_quantize_rows(em_act *a, int need32, int need256) {
+void em_act_quantize_rows(em_act *a, int need32, int need256, em_team *T) {
     int32_t k = a->k;
-#pragma omp for schedule(static)
-    for (int32_t i = 0; i < a->m; i++) {
+    EM_PAR_FOR(T, i, a->m) {
         const float *x = a->x + (int64_t)i * a->ldx;
         if (need32)
             quantize_row_32(x, k, a->d32 + (size_t)i * (k / 32), a->s32 + (size_t)i * (k / 32),

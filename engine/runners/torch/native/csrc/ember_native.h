@@ -7,7 +7,8 @@
  * Everything else runs in float32.
  *
  * Threads: OpenMP, through the process's libgomp (the one torch loaded), with the thread
- * count passed by the caller (torch.get_num_threads()).
+ * count passed by the caller (torch.get_num_threads()); inside a parallel region work is
+ * claimed item by item (team.h), not split statically between barriers.
  */
 #ifndef EMBER_NATIVE_H
 #define EMBER_NATIVE_H
@@ -129,8 +130,11 @@ uint16_t em_fp32_to_fp16(float f);
 int em_act_alloc(em_act *a, const float *x, int64_t ldx, int32_t m, int32_t k, int need32,
                  int need256);
 void em_act_free(em_act *a);
-void em_act_quantize_rows(em_act *a, int need32, int need256); /* orphaned omp for */
-void em_linear_rows(const em_linear *w, const em_act *a, float *y, int64_t ldy); /* omp for */
+struct em_team_;
+typedef struct em_team_ em_team; /* team.h: work shared inside a parallel region */
+void em_act_quantize_rows(em_act *a, int need32, int need256, em_team *T); /* one phase */
+void em_linear_rows(const em_linear *w, const em_act *a, float *y, int64_t ldy,
+                    em_team *T); /* one phase */
 void em_linear_needs(const em_linear *w, int *need32, int *need256);
 typedef float (*em_dot_fn)(const uint8_t *row, const em_act *a, int32_t m);
 em_dot_fn em_dot_for(int32_t type);

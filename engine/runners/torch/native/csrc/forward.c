@@ -1,5 +1,6 @@
 /* One forward step of the decoder for a few tokens (decode, drafts, short chunks), all layers
- * in one call and one OpenMP parallel region: the per-op dispatch of a framework is gone.
+ * in one call on Ember's thread pool (pool.c): the per-op dispatch of a framework is gone.
+ * Work is shared dynamically (team.h), so a thread the OS deschedules stalls no barrier.
  *
  * Per layer (pre-norm; Gemma's sandwich norms and q/k norms where the model has them):
  *   h = norm(x); q|k|v = W_qkv h; q, k = rope(norm_head(q, k)); store k, v at the token slots;
@@ -13,10 +14,9 @@
 
 #include "attention.h"
 #include "ember_native.h"
+#include "pool.h"
+#include "team.h"
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 
 static void rmsnorm(const float *x, const float *w, int32_t n, float eps, float *y) {
@@ -43,6 +43,9 @@ static inline float gelu_tanh(float x) {
 
 
 static inline float silu(float x) { return x / (1.0f + expf(-x)); }
+
+#define EW_CHUNK 1024        /* elements per item of an elementwise loop */
+#define PHASES_PER_LAYER 16  /* at most; layer() uses 12 */
 
 typedef struct {
     float *x, *h, *qkv, *att, *y, *gu, *cs, *parts, *scratch, *hrows;
@@ -99,14 +102,16 @@ static void free_buffers(buffers *B) {
     em_act_free(&B->a_h), em_act_free(&B->a_att), em_act_free(&B->a_ffn), em_act_free(&B->a_head);
 }
 
-static void quantize(em_act *a) { em_act_quantize_rows(a, a->q32 != NULL, a->q256 != NULL); }
+static void quantize(em_act *a, em_team *T) {
+    em_act_quantize_rows(a, a->q32 != NULL, a->q256 != NULL, T);
+}
 
 /* q/k norms, RoPE, and the KV stores of one layer (all tokens and heads) */
-static void qk_rope_store(const em_model *m, const em_layer *L, const em_step *s, buffers *B) {
+static void qk_rope_store(const em_model *m, const em_layer *L, const em_step *s, buffers *B,
+                          em_team *T) {
     const int32_t D = m->head_dim, nh = m->n_heads, nkv = m->n_kv, heads = nh + nkv;
     const int64_t stride = (int64_t)(nh + 2 * nkv) * D;
-#pragma omp for schedule(static)
-    for (int64_t i = 0; i < (int64_t)s->n_tokens * heads; i++) {
+    EM_PAR_FOR(T, i, (int64_t)s->n_tokens * heads) {
         const int64_t t = i / heads;
         const int32_t hd = (int32_t)(i % heads);
         float *v = B->qkv + t * stride + (int64_t)hd * D;
@@ -123,10 +128,10 @@ static void qk_rope_store(const em_model *m, const em_layer *L, const em_step *s
 
 /* softmax(q k^T) v per token and KV head, over chunks of keys on all threads (partial
  * softmaxes, merged afterwards) */
-static void attention(const em_model *m, const em_layer *L, const em_step *s, buffers *B) {
+static void attention(const em_model *m, const em_layer *L, const em_step *s, buffers *B,
+                      em_team *T) {
     const int32_t N = s->n_tokens, nkv = m->n_kv, g = m->n_heads / nkv, D = m->head_dim;
-#pragma omp single
-    {
+    EM_PAR_FOR(T, one, 1) {
         B->task_start[0] = 0;
         for (int32_t t = 0; t < N; t++) {
             const int32_t end = s->key_end[t];
@@ -138,14 +143,19 @@ static void attention(const em_model *m, const em_layer *L, const em_step *s, bu
     em_attn_args A = {B->qkv, (int64_t)(m->n_heads + 2 * nkv) * D, g, D, nkv, m->block_size,
                       m->kv_type, m->attn_scale, m->attn_softcap, L->k_pool, L->v_pool,
                       L->k_scale, L->v_scale, s->table, s->blocks};
-    const int32_t per_kv = B->task_start[N], part = g * (2 + D);
-    float *scratch = B->scratch;
-#ifdef _OPENMP
-    scratch += (int64_t)omp_get_thread_num() * B->scratch_per_thread;
-#endif
-#pragma omp for schedule(static)
-    for (int32_t i = 0; i < per_kv * nkv; i++) {
-        const int32_t kvh = i / per_kv, c = i % per_kv;
+    /* the count of key chunks from the step itself, not from B->task_start: a thread that
+     * lags behind reads this after later layers have rewritten B (its items read B only
+     * while their phase is current) */
+    int32_t per_kv = 0;
+    for (int32_t t = 0; t < N; t++) {
+        const int32_t end = s->key_end[t];
+        const int32_t start = L->window > 0 && end > L->window ? end - L->window : 0;
+        per_kv += (end - start + EM_KEY_CHUNK - 1) / EM_KEY_CHUNK;
+    }
+    const int32_t part = g * (2 + D);
+    float *scratch = T->scratch;
+    EM_PAR_FOR(T, i, (int64_t)per_kv * nkv) {
+        const int32_t kvh = (int32_t)(i / per_kv), c = (int32_t)(i % per_kv);
         int32_t t = 0;
         while (B->task_start[t + 1] <= c) t++;
         const int32_t k0 = B->key_start[t] + (c - B->task_start[t]) * EM_KEY_CHUNK;
@@ -153,9 +163,8 @@ static void attention(const em_model *m, const em_layer *L, const em_step *s, bu
         em_attend_chunk(&A, t, kvh, k0, k1, B->parts + (int64_t)i * part, scratch,
                         scratch + g * EM_KEY_CHUNK);
     }
-#pragma omp for schedule(static)
-    for (int32_t i = 0; i < N * nkv; i++) {
-        const int32_t t = i / nkv, kvh = i % nkv;
+    EM_PAR_FOR(T, i, (int64_t)N * nkv) {
+        const int32_t t = (int32_t)(i / nkv), kvh = (int32_t)(i % nkv);
         const int32_t first = kvh * per_kv + B->task_start[t];
         em_attend_merge(&A, B->parts + (int64_t)first * part,
                         B->task_start[t + 1] - B->task_start[t],
@@ -163,38 +172,80 @@ static void attention(const em_model *m, const em_layer *L, const em_step *s, bu
     }
 }
 
-static void layer(const em_model *m, const em_layer *L, const em_step *s, buffers *B) {
+static void layer(const em_model *m, const em_layer *L, const em_step *s, buffers *B, em_team *T) {
     const int32_t N = s->n_tokens, H = m->hidden, F = m->ffn;
-#pragma omp for schedule(static)
-    for (int32_t t = 0; t < N; t++)
+    EM_PAR_FOR(T, t, N)
         rmsnorm(B->x + (int64_t)t * H, L->attn_norm, H, m->norm_eps, B->h + (int64_t)t * H);
-    quantize(&B->a_h);
-    em_linear_rows(&L->qkv, &B->a_h, B->qkv, (int64_t)(m->n_heads + 2 * m->n_kv) * m->head_dim);
-    qk_rope_store(m, L, s, B);
-    attention(m, L, s, B);
-    quantize(&B->a_att);
-    em_linear_rows(&L->o, &B->a_att, B->y, H);
-#pragma omp for schedule(static)
-    for (int32_t t = 0; t < N; t++) {
+    quantize(&B->a_h, T);
+    em_linear_rows(&L->qkv, &B->a_h, B->qkv, (int64_t)(m->n_heads + 2 * m->n_kv) * m->head_dim, T);
+    qk_rope_store(m, L, s, B, T);
+    attention(m, L, s, B, T);
+    quantize(&B->a_att, T);
+    em_linear_rows(&L->o, &B->a_att, B->y, H, T);
+    EM_PAR_FOR(T, t, N) {
         float *y = B->y + (int64_t)t * H, *x = B->x + (int64_t)t * H;
         if (L->post_attn_norm) rmsnorm(y, L->post_attn_norm, H, m->norm_eps, y);
         for (int32_t i = 0; i < H; i++) x[i] += y[i];
         rmsnorm(x, L->ffn_norm, H, m->norm_eps, B->h + (int64_t)t * H);
     }
-    quantize(&B->a_h);
-    em_linear_rows(&L->gate_up, &B->a_h, B->gu, 2 * (int64_t)F);
-#pragma omp for schedule(static)
-    for (int64_t i = 0; i < (int64_t)N * F; i++) {
-        float *gate = B->gu + (i / F) * 2 * F + i % F;
-        *gate = (m->act ? gelu_tanh(*gate) : silu(*gate)) * gate[F];
+    quantize(&B->a_h, T);
+    em_linear_rows(&L->gate_up, &B->a_h, B->gu, 2 * (int64_t)F, T);
+    EM_PAR_FOR(T, c, ((int64_t)N * F + EW_CHUNK - 1) / EW_CHUNK) {
+        const int64_t end = (c + 1) * EW_CHUNK < (int64_t)N * F ? (c + 1) * EW_CHUNK : (int64_t)N * F;
+        for (int64_t i = c * EW_CHUNK; i < end; i++) {
+            float *gate = B->gu + (i / F) * 2 * F + i % F;
+            *gate = (m->act ? gelu_tanh(*gate) : silu(*gate)) * gate[F];
+        }
     }
-    quantize(&B->a_ffn);
-    em_linear_rows(&L->down, &B->a_ffn, B->y, H);
-#pragma omp for schedule(static)
-    for (int32_t t = 0; t < N; t++) {
+    quantize(&B->a_ffn, T);
+    em_linear_rows(&L->down, &B->a_ffn, B->y, H, T);
+    EM_PAR_FOR(T, t, N) {
         float *y = B->y + (int64_t)t * H, *x = B->x + (int64_t)t * H;
         if (L->post_ffn_norm) rmsnorm(y, L->post_ffn_norm, H, m->norm_eps, y);
         for (int32_t i = 0; i < H; i++) x[i] += y[i];
+    }
+}
+
+typedef struct {
+    const em_model *m;
+    const em_step *s;
+    buffers *B;
+    float *logits;
+    em_phase *phases;
+    int32_t n_phases;
+} step_job;
+
+/* one thread's part of the step: every thread walks all phases, claiming items (team.h) */
+static void step_task(void *arg, int32_t tid) {
+    const step_job *J = arg;
+    const em_model *m = J->m;
+    const em_step *s = J->s;
+    buffers *B = J->B;
+    const int32_t N = s->n_tokens, H = m->hidden, D = m->head_dim;
+    em_team team = {J->phases, 0, J->n_phases, B->scratch + (int64_t)tid * B->scratch_per_thread};
+    em_team *T = &team;
+    EM_PAR_FOR(T, i, 2 * (int64_t)N) { /* (cos, sin) pairs per RoPE table and token */
+        const int32_t r = (int32_t)(i / N), t = (int32_t)(i % N);
+        const float pos = (float)s->positions[t], f = s->rope_factor[r];
+        for (int32_t j = 0; j < D / 2; j++) {
+            const float a = pos * s->inv_freq[r][j];
+            B->cs[i * D + 2 * j] = cosf(a) * f;
+            B->cs[i * D + 2 * j + 1] = sinf(a) * f;
+        }
+    }
+    for (int32_t l = 0; l < m->n_layers; l++) layer(m, &m->layers[l], s, B, T);
+    EM_PAR_FOR(T, r, s->n_rows)
+        rmsnorm(B->x + (int64_t)s->rows[r] * H, m->out_norm, H, m->norm_eps, B->hrows + r * H);
+    quantize(&B->a_head, T);
+    em_linear_rows(&m->head, &B->a_head, J->logits, m->vocab, T);
+    if (m->final_softcap > 0.0f) {
+        const float cap = m->final_softcap;
+        const int64_t total = (int64_t)s->n_rows * m->vocab;
+        EM_PAR_FOR(T, c, (total + EW_CHUNK - 1) / EW_CHUNK) {
+            const int64_t end = (c + 1) * EW_CHUNK < total ? (c + 1) * EW_CHUNK : total;
+            for (int64_t i = c * EW_CHUNK; i < end; i++)
+                J->logits[i] = cap * tanhf(J->logits[i] / cap);
+        }
     }
 }
 
@@ -204,33 +255,15 @@ int em_forward(const em_model *m, const em_step *s, float *logits) {
         free_buffers(&B);
         return -1;
     }
-    const int32_t N = s->n_tokens, H = m->hidden, D = m->head_dim;
-    em_gather_rows(&m->embed, s->token_ids, N, B.x, m->embed_scale);
-#pragma omp parallel num_threads(s->n_threads)
-    {
-#pragma omp for schedule(static)
-        for (int32_t i = 0; i < 2 * N; i++) { /* (cos, sin) pairs per RoPE table and token */
-            const int32_t r = i / N, t = i % N;
-            const float pos = (float)s->positions[t], f = s->rope_factor[r];
-            for (int32_t j = 0; j < D / 2; j++) {
-                const float a = pos * s->inv_freq[r][j];
-                B.cs[(int64_t)i * D + 2 * j] = cosf(a) * f;
-                B.cs[(int64_t)i * D + 2 * j + 1] = sinf(a) * f;
-            }
-        }
-        for (int32_t l = 0; l < m->n_layers; l++) layer(m, &m->layers[l], s, &B);
-#pragma omp for schedule(static)
-        for (int32_t r = 0; r < s->n_rows; r++)
-            rmsnorm(B.x + (int64_t)s->rows[r] * H, m->out_norm, H, m->norm_eps, B.hrows + (int64_t)r * H);
-        quantize(&B.a_head);
-        em_linear_rows(&m->head, &B.a_head, logits, m->vocab);
-        if (m->final_softcap > 0.0f) {
-            const float cap = m->final_softcap;
-#pragma omp for schedule(static)
-            for (int64_t i = 0; i < (int64_t)s->n_rows * m->vocab; i++)
-                logits[i] = cap * tanhf(logits[i] / cap);
-        }
+    const int32_t n_phases = PHASES_PER_LAYER * m->n_layers + 8;
+    step_job job = {m, s, &B, logits, em_phases_alloc(n_phases), n_phases};
+    if (!job.phases) {
+        free_buffers(&B);
+        return -1;
     }
+    em_gather_rows(&m->embed, s->token_ids, s->n_tokens, B.x, m->embed_scale);
+    em_pool_run(s->n_threads, s->n_tokens, step_task, &job);
+    free(job.phases);
     free_buffers(&B);
     return 0;
 }

@@ -3,8 +3,10 @@
 #include <stdlib.h>
 
 #include "ember_native.h"
+#include "team.h"
 
-#define ROWS_PER_TASK 16
+#define ROWS_PER_TASK 16       /* weight rows per item */
+#define ROWS_PER_BIG_TASK 256  /* in matrices of more than 8192 rows (an LM head) */
 
 const char *em_features(void) {
 #if defined(__AVX2__) && defined(__FMA__)
@@ -16,13 +18,12 @@ const char *em_features(void) {
 
 int em_abi_version(void) { return EM_ABI_VERSION; }
 
-void em_linear_rows(const em_linear *w, const em_act *a, float *y, int64_t ldy) {
+void em_linear_rows(const em_linear *w, const em_act *a, float *y, int64_t ldy, em_team *T) {
     int64_t start[EM_MAX_PARTS + 1] = {0};
     for (int p = 0; p < w->n_parts; p++) start[p + 1] = start[p] + w->part[p].rows;
-    const int64_t total = start[w->n_parts], tasks = (total + ROWS_PER_TASK - 1) / ROWS_PER_TASK;
-#pragma omp for schedule(static)
-    for (int64_t t = 0; t < tasks; t++) {
-        const int64_t r0 = t * ROWS_PER_TASK, r1 = r0 + ROWS_PER_TASK < total ? r0 + ROWS_PER_TASK : total;
+    const int64_t total = start[w->n_parts], per = total > 8192 ? ROWS_PER_BIG_TASK : ROWS_PER_TASK;
+    EM_PAR_FOR(T, t, (total + per - 1) / per) {
+        const int64_t r0 = t * per, r1 = r0 + per < total ? r0 + per : total;
         for (int p = 0; p < w->n_parts; p++) { /* the task's rows within each part */
             const int64_t lo = r0 > start[p] ? r0 : start[p], hi = r1 < start[p + 1] ? r1 : start[p + 1];
             if (lo >= hi) continue;
@@ -56,11 +57,18 @@ int em_linear_forward(const em_linear *w, const float *x, int64_t ldx, int32_t m
         em_act_free(&a);
         return -1;
     }
+    em_phase *phases = em_phases_alloc(2);
+    if (!phases) {
+        em_act_free(&a);
+        return -1;
+    }
 #pragma omp parallel num_threads(n_threads)
     {
-        em_act_quantize_rows(&a, need32, need256);
-        em_linear_rows(w, &a, y, ldy);
+        em_team team = {phases, 0, 2, NULL};
+        em_act_quantize_rows(&a, need32, need256, &team);
+        em_linear_rows(w, &a, y, ldy, &team);
     }
+    free(phases);
     em_act_free(&a);
     return 0;
 }
