@@ -119,7 +119,7 @@ def run_mistralrs(
     gguf = Path(path)
     runner = Runner(
         # the wheel's stub types Which.GGUF(...) as its own class, not as a Which
-        which=Which.GGUF(quantized_model_id=str(gguf.parent), quantized_filename=gguf.name),  # type: ignore[arg-type]
+        which=Which.GGUF(quantized_model_id=str(gguf.parent), quantized_filename=gguf.name),  # type: ignore[arg-type, unused-ignore]
         no_paged_attn=True,
         max_seqs=1,
         prefix_cache_n=0,
