@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ember.app.errors import ConfigError
+from ember.engine.api import AUTO_CTX as AUTO_CTX  # ctx "auto" (flag, setting, EMBER_CTX)
 from ember.models.quants.kv_cache import KV_CACHE_TYPES as KV_CACHE_TYPES  # f16 | q8 | q4
 from ember.models.text.chat_format import CHAT_FORMATS as CHAT_FORMATS  # auto|template|scaffold
 
@@ -25,7 +26,6 @@ MAX_BREAKERS = 16  # the engine's SamplingParams: at most 16 breakers of 1 to 40
 MAX_BREAKER_CHARS = 40
 MAX_TOKENS = 1 << 20
 MAX_SEED = (1 << 64) - 1  # the engine's SamplingParams takes 0..MAX_SEED
-AUTO_CTX = 0  # ctx "auto" (flag, setting, EMBER_CTX) as the engine's EngineOptions.ctx holds it
 
 
 def parse_ctx(text: str) -> int:

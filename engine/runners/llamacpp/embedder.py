@@ -17,20 +17,27 @@ import ctypes
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from ember.engine.api import AUTO_CTX, EngineOptions
 from ember.engine.embedding import EmbedderInfo, EmbeddingInput, Embeddings, InputRejected
 from ember.engine.errors import EngineError
 from ember.engine.runners.llamacpp.lib import TokenBatch, lib, load_model, physical_cores
 
-if TYPE_CHECKING:
-    from ember.engine.api import EngineOptions
-
 POOLING_NAMES = {1: "mean", 2: "cls", 3: "last"}  # llama_pooling_type values Ember serves
 POOLING_IDS = {name: number for number, name in POOLING_NAMES.items()}
 MAX_SEQS_PER_BATCH = 16
+
+
+def _input_limit(ctx: int, trained_ctx: int) -> int:
+    """Most tokens one input may have: the asked context, capped by the trained one. `--ctx auto`
+    (AUTO_CTX) sizes a chat model's KV cache from free RAM; an embedder has no KV cache to grow,
+    and its one micro-batch's attention scratch grows with the square of this limit, so auto
+    means the default context (capped by the trained one), not the trained maximum."""
+    asked = EngineOptions.ctx if ctx == AUTO_CTX else ctx
+    return min(asked, trained_ctx) if trained_ctx > 0 else asked
 
 
 def _context(model: Any, n_ctx: int, threads: int, pooling: int) -> Any:
@@ -77,8 +84,7 @@ class LlamaCppEmbedder:
         model = load_model(path, -1 if offload else 0)
         ctx = None
         try:
-            trained_ctx = int(llama.llama_model_n_ctx_train(model))
-            limit = min(options.ctx, trained_ctx) if trained_ctx > 0 else options.ctx
+            limit = _input_limit(options.ctx, int(llama.llama_model_n_ctx_train(model)))
             ctx = _context(model, limit, options.threads, POOLING_IDS[pooling])
             arch = _meta(model, "general.architecture") or "unknown"
             info = EmbedderInfo(

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ember.engine.api import EngineOptions, ModelFiles
+from ember.engine.api import AUTO_CTX, EngineOptions, ModelFiles
 from ember.engine.embedding import CannotEmbed, InputRejected, load_embedder
 from ember.engine.errors import EngineError
 from tests.fixtures.tiny_bert import CONTEXT, HIDDEN, write_tiny_bert
@@ -111,3 +111,15 @@ def test_a_closed_embedder_refuses(bert: Path) -> None:
     loaded.close()
     with pytest.raises(EngineError, match="closed"):
         loaded.embed(["cat"])
+
+
+def test_auto_context_is_the_default_capped_by_the_trained_one(bert: Path) -> None:
+    """`--ctx auto` sizes a chat model's KV cache; an embedder loaded under it (ember serve
+    --ctx auto) gets the default context capped by the file's trained one, not 0 tokens."""
+    auto = EngineOptions(model="tiny-bert", runner="llama.cpp", device="cpu", threads=1, ctx=AUTO_CTX)
+    loaded = load_embedder(auto, _files(bert))
+    try:
+        assert loaded.info.context_limit == min(EngineOptions.ctx, CONTEXT)
+        assert len(loaded.embed(["hello world"]).vectors) == 1
+    finally:
+        loaded.close()
