@@ -131,7 +131,7 @@ def _no_options(body: dict[str, Any]) -> None:
 
 def parse_ollama(body: Any, legacy: bool = False) -> EmbedRequest:
     """POST /api/embed (legacy: /api/embeddings with one `prompt`, raw vectors)."""
-    from ember.app.server.ollama import keep_alive_s
+    from ember.app.server.ollama_requests import keep_alive_s
 
     body = _object(body, 400)
     _refuse_unknown(body, LEGACY_FIELDS if legacy else OLLAMA_FIELDS, 400)

@@ -1,12 +1,10 @@
 """The Ollama API on the same server and engine: /api/version, tags, show, ps, chat, generate.
 
 `ember serve --port 11434` is a drop-in for tools that speak Ollama. Streaming is NDJSON (one
-JSON object a line, Ollama's default); `options` map onto SamplingParams (num_predict,
-temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, presence/frequency_penalty,
-seed, stop; num_ctx up to the server's --ctx); `format` "json" or a JSON schema is a
-constraint; `tools` and tool turns go through the same tool-call layer as the OpenAI route;
-`keep_alive` 0 unloads the model after the request, a duration keeps it that long after.
-Anything else is a 400 naming the field (Ollama's status for bad requests).
+JSON object a line, Ollama's default); request bodies are read in ollama_requests.py (options,
+format, tools, keep_alive; a 400 naming any other field). `tools` and tool turns go through the
+same tool-call layer as the OpenAI route; `keep_alive` 0 unloads the model after the request, a
+duration keeps it that long after.
 """
 
 from __future__ import annotations
@@ -17,23 +15,13 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from ember.app.server import chat_fields, logprob_fields
 from ember.app.server.errors import RequestInvalid
 from ember.app.server.io import next_event, plain_error, read_json
 from ember.app.server.logprobs import LogprobShaper
+from ember.app.server.ollama_requests import parse_chat, parse_generate
 from ember.app.server.reply_splitter import ReplySplitter
-from ember.engine.api import (
-    ChatMessage,
-    ConstraintSpec,
-    Finished,
-    GenerationRequest,
-    SamplingParams,
-    TextDelta,
-    TokenLogprob,
-)
-from ember.engine.errors import EngineError
+from ember.engine.api import Finished, TextDelta, TokenLogprob
 from ember.errors import EmberError
-from ember.models.text.tool_calls import ToolCall
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -45,185 +33,10 @@ if TYPE_CHECKING:
     from ember.app.server.security import Guard
 
 VERSION = "0.9.0"  # the Ollama API level these routes follow
-OPTIONS = {
-    "num_predict": ("max_tokens", int),
-    "temperature": ("temperature", float),
-    "top_k": ("top_k", int),
-    "top_p": ("top_p", float),
-    "min_p": ("min_p", float),
-    "repeat_penalty": ("repeat_penalty", float),
-    "repeat_last_n": ("penalty_last_n", int),
-    "presence_penalty": ("presence_penalty", float),
-    "frequency_penalty": ("frequency_penalty", float),
-    "seed": ("seed", int),
-}
-CHAT_FIELDS = {"model", "messages", "stream", "format", "options", "tools", "keep_alive", "think"}
-GENERATE_FIELDS = {"model", "prompt", "system", "raw", "stream", "format", "options", "keep_alive"}
-CHAT_FIELDS |= {"logprobs", "top_logprobs"}  # app/server/logprob_fields.py
-GENERATE_FIELDS |= {"logprobs", "top_logprobs"}
 
 
 def _now() -> str:
     return datetime.now(UTC).isoformat().replace("+00:00", "Z")
-
-
-def _refuse_unknown(body: dict[str, Any], known: set[str]) -> None:
-    for key in body:
-        if key not in known:
-            raise RequestInvalid(str(key)[:64], "is not supported by this server", status=400)
-
-
-def sampling(options: Any, cap: int, body: dict[str, Any] | None = None) -> SamplingParams:
-    """Ollama's options (and body's logprobs fields) as SamplingParams (400 naming an unknown or
-    out-of-range option)."""
-    if options is None:
-        options = {}
-    if not isinstance(options, dict):
-        raise RequestInvalid("options", "must be an object", status=400)
-    fields: dict[str, Any] = {"max_tokens": min(256, cap)}
-    if body is not None:
-        fields["logprobs"], fields["top_logprobs"] = logprob_fields.parse(body, True, 400)
-    for key, value in options.items():
-        if key == "stop":
-            if not isinstance(value, list) or not all(isinstance(s, str) and s for s in value):
-                raise RequestInvalid("options.stop", "must be a list of strings", status=400)
-            fields["stop"] = tuple(value[:16])
-        elif key == "num_ctx":
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= cap:
-                raise RequestInvalid("options.num_ctx", f"must be 1..{cap} (--ctx)", status=400)
-        elif key in OPTIONS:
-            name, kind = OPTIONS[key]
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise RequestInvalid(f"options.{key}", "must be a number", status=400)
-            if kind is int and not float(value).is_integer():
-                raise RequestInvalid(f"options.{key}", "must be an integer", status=400)
-            fields[name] = kind(value)
-        else:
-            raise RequestInvalid(f"options.{key}", "is not supported by this server", status=400)
-    if fields["max_tokens"] in (-1, -2):  # Ollama: unlimited / fill the context
-        fields["max_tokens"] = cap
-    if not 1 <= fields["max_tokens"] <= cap:
-        raise RequestInvalid("options.num_predict", f"must be 1..{cap} or -1", status=400)
-    try:
-        return SamplingParams(**fields)
-    except EngineError as exc:
-        raise RequestInvalid("options", str(exc), status=400) from None
-
-
-def constraint(value: Any) -> ConstraintSpec | None:
-    """`format`: "json" (any JSON object) or a JSON schema."""
-    if value in (None, ""):
-        return None
-    if value == "json":
-        return ConstraintSpec("json_object")
-    if isinstance(value, dict):
-        return ConstraintSpec("json_schema", json.dumps(value))
-    raise RequestInvalid("format", 'must be "json" or a JSON schema object', status=400)
-
-
-def keep_alive_s(value: Any) -> float | None:
-    """keep_alive as seconds: a number, or "5m" / "30s" / "1h"; None when absent; < 0 forever."""
-    if value is None:
-        return None
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    if isinstance(value, str) and value:
-        units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
-        for unit in ("ms", "s", "m", "h"):
-            if value.endswith(unit) and value[: -len(unit)].lstrip("-").replace(".", "").isdigit():
-                return float(value[: -len(unit)]) * units[unit]
-        if value.lstrip("-").isdigit():
-            return float(value)
-    raise RequestInvalid("keep_alive", 'must be seconds or a duration like "5m"', status=400)
-
-
-def _messages(raw: Any) -> tuple[ChatMessage, ...]:
-    if not isinstance(raw, list):
-        raise RequestInvalid("messages", "must be a list", status=400)
-    out = []
-    for i, item in enumerate(raw):
-        if not isinstance(item, dict):
-            raise RequestInvalid(f"messages[{i}]", "must be an object", status=400)
-        if item.get("images"):
-            raise RequestInvalid(f"messages[{i}].images", "images are not supported", status=400)
-        role, content = item.get("role"), item.get("content") or ""
-        if role not in ("system", "user", "assistant", "tool") or not isinstance(content, str):
-            raise RequestInvalid(f"messages[{i}]", "needs a role and text content", status=400)
-        calls = []
-        for j, call in enumerate(item.get("tool_calls") or []):
-            fn = call.get("function") if isinstance(call, dict) else None
-            if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
-                raise RequestInvalid(
-                    f"messages[{i}].tool_calls[{j}]", "needs a function", status=400
-                )
-            args = fn.get("arguments", {})
-            calls.append(ToolCall(fn["name"], args if isinstance(args, str) else json.dumps(args)))
-        name = item.get("tool_name") or item.get("name") or ""
-        out.append(ChatMessage(role, content, tool_calls=tuple(calls), name=str(name)))
-    return tuple(out)
-
-
-def parse_chat(body: Any, cap: int) -> tuple[str | None, bool, float | None, GenerationRequest]:
-    if not isinstance(body, dict):
-        raise RequestInvalid("body", "must be a JSON object", status=400)
-    _refuse_unknown(body, CHAT_FIELDS)
-    tools, _ = chat_fields.parse_tools({"tools": body.get("tools")})
-    kwargs = {} if body.get("think") is None else {"enable_thinking": bool(body["think"])}
-    request = _request(
-        messages=_messages(body.get("messages")),
-        sampling=sampling(body.get("options"), cap, body),
-        constraint=constraint(body.get("format")),
-        tools=tools,
-        template_kwargs=kwargs,
-    )
-    return _model(body), _stream(body), keep_alive_s(body.get("keep_alive")), request
-
-
-def parse_generate(
-    body: Any, cap: int
-) -> tuple[str | None, bool, float | None, GenerationRequest | None]:
-    if not isinstance(body, dict):
-        raise RequestInvalid("body", "must be a JSON object", status=400)
-    _refuse_unknown(body, GENERATE_FIELDS)
-    prompt, system = body.get("prompt") or "", body.get("system") or ""
-    if not isinstance(prompt, str) or not isinstance(system, str):
-        raise RequestInvalid("prompt", "must be a string", status=400)
-    keep = keep_alive_s(body.get("keep_alive"))
-    if not prompt:  # Ollama: an empty prompt only loads (or, with keep_alive 0, unloads)
-        return _model(body), False, keep, None
-    options = sampling(body.get("options"), cap, body)
-    spec = constraint(body.get("format"))
-    if body.get("raw"):
-        request = _request(
-            prompt=f"{system}\n\n{prompt}" if system else prompt, sampling=options, constraint=spec
-        )
-    else:
-        turns = ((ChatMessage("system", system),) if system else ()) + (
-            ChatMessage("user", prompt),
-        )
-        request = _request(messages=turns, sampling=options, constraint=spec)
-    return _model(body), _stream(body), keep, request
-
-
-def _request(**fields: Any) -> GenerationRequest:
-    try:
-        return GenerationRequest(**fields)
-    except EngineError as exc:
-        raise RequestInvalid("messages", str(exc), status=400) from None
-
-
-def _model(body: dict[str, Any]) -> str | None:
-    model = body.get("model")
-    if model is not None and (not isinstance(model, str) or not 0 < len(model) <= 512):
-        raise RequestInvalid("model", "must be a non-empty string", status=400)
-    return model
-
-
-def _stream(body: dict[str, Any]) -> bool:
-    value = body.get("stream", True)
-    if not isinstance(value, bool):
-        raise RequestInvalid("stream", "must be a boolean", status=400)
-    return value
 
 
 def _final(fin: Finished, started: float) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from ember.app.server.errors import RequestInvalid
-from ember.app.server.ollama import keep_alive_s, sampling
+from ember.app.server.ollama_requests import keep_alive_s, sampling
 from ember.app.server.pool import ModelPool
 from ember.app.server.security import Guard
 from ember.engine.api import EngineOptions, load_engine
