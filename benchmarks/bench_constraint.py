@@ -13,16 +13,13 @@ round warms the vocabulary index and is not counted.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
-from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.engine_bench import engine_parser, load_engine, time_calls  # noqa: E402
 
 SCHEMA = {
     "type": "object",
@@ -33,53 +30,21 @@ SCHEMA = {
 PROMPT = "Write a long story about a lighthouse keeper who finds a map, as JSON."
 
 
-def _timed(engine_module: Any, costs: list[float]) -> None:
-    """Wrap Constraint.apply and .advance so every call's time lands in costs (seconds)."""
-    cls = engine_module.Constraint
-    for name in ("apply", "advance"):
-        original = getattr(cls, name)
-
-        def wrapper(self: Any, *args: Any, _original: Any = original) -> Any:
-            started = time.perf_counter()
-            try:
-                return _original(self, *args)
-            finally:
-                costs.append(time.perf_counter() - started)
-
-        setattr(cls, name, wrapper)
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model", default=None)
-    parser.add_argument("--runner", default="llama.cpp")
-    parser.add_argument("--max-tokens", type=int, default=64)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
-    if args.model is None:
-        from ember.models.registry.starter import starter_path
-
-        args.model = str(starter_path(ROOT / "tests" / ".cache" / "models"))
-    from ember.app.loading import resolve_files
+    args = engine_parser(__doc__).parse_args()
     from ember.engine import constraint as constraint_module
     from ember.engine.api import (
         ChatMessage,
         ConstraintSpec,
-        EngineOptions,
         Finished,
         GenerationRequest,
         SamplingParams,
     )
-    from ember.engine.engine import Engine
 
     costs: list[float] = []
-    _timed(constraint_module, costs)
-    options = EngineOptions(
-        model=args.model, runner=args.runner, threads=args.threads, ctx=1024, prefix_disk_bytes=0
-    )
-    engine = Engine.load(options, resolve_files(args.model))
+    # the mask's cost per call: computing the allowed set and masking, advancing the grammar
+    time_calls(constraint_module.Constraint, ("apply", "advance"), costs)
+    engine = load_engine(args)
     spec = ConstraintSpec("json_schema", json.dumps(SCHEMA))
     sampling = SamplingParams(temperature=0.0, max_tokens=args.max_tokens)
     rates: dict[str, list[float]] = {"plain": [], "constrained": []}

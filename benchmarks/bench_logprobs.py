@@ -12,64 +12,27 @@ engine by wrapping score_rows. Medians are printed; the first round warms up and
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.engine_bench import engine_parser, load_engine, time_calls  # noqa: E402
 
 PROMPT = "Write a long story about a lighthouse keeper who finds a map."
 KINDS = {"off": (False, 0), "logprobs": (True, 0), "top20": (True, 20)}
 
 
-def _timed(engine_module: Any, costs: list[float]) -> None:
-    """Wrap the engine's score_rows so every call's time lands in costs (seconds)."""
-    original = engine_module.score_rows
-
-    def wrapper(*args: Any) -> Any:
-        started = time.perf_counter()
-        try:
-            return original(*args)
-        finally:
-            costs.append(time.perf_counter() - started)
-
-    engine_module.score_rows = wrapper
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model", default=None)
-    parser.add_argument("--runner", default="llama.cpp")
-    parser.add_argument("--max-tokens", type=int, default=64)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
-    if args.model is None:
-        from ember.models.registry.starter import starter_path
-
-        args.model = str(starter_path(ROOT / "tests" / ".cache" / "models"))
-    from ember.app.loading import resolve_files
+    args = engine_parser(__doc__).parse_args()
     from ember.engine import engine as engine_module
-    from ember.engine.api import (
-        ChatMessage,
-        EngineOptions,
-        Finished,
-        GenerationRequest,
-        SamplingParams,
-    )
+    from ember.engine.api import ChatMessage, Finished, GenerationRequest, SamplingParams
 
     costs: list[float] = []
-    _timed(engine_module, costs)
-    options = EngineOptions(
-        model=args.model, runner=args.runner, threads=args.threads, ctx=1024, prefix_disk_bytes=0
-    )
-    engine = engine_module.Engine.load(options, resolve_files(args.model))
+    time_calls(engine_module, ("score_rows",), costs)  # the engine's scoring, per call
+    engine = load_engine(args)
     rates: dict[str, list[float]] = {kind: [] for kind in KINDS}
     per_token: dict[str, list[float]] = {kind: [] for kind in KINDS}
     for round_index in range(args.rounds + 1):
