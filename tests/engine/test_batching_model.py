@@ -12,7 +12,6 @@ near tie: where the two picks' logits, recomputed alone, are within NEAR_TIE.
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Iterator
 from typing import Any
 
@@ -29,15 +28,13 @@ from ember.engine.api import (
 from ember.engine.engine import Engine
 from ember.engine.runners.base import ForwardBatch, SeqStep
 from tests.conftest import PACKED_CACHE_DIR
+from tests.fixtures.runners import TORCH
 
 pytestmark = pytest.mark.model
 
-HAS_TORCH_RUNNER = importlib.util.find_spec("ember.engine.runners.torch.runner") is not None
 RUNNERS = [
     "llama.cpp",
-    pytest.param(
-        "torch", marks=pytest.mark.skipif(not HAS_TORCH_RUNNER, reason="torch runner not present")
-    ),
+    TORCH,
 ]
 PROMPTS = [
     "The capital of France is",

@@ -20,6 +20,7 @@ import pytest
 
 from tests.app.server.server_harness import ember_serve
 from tests.conftest import PACKED_CACHE_DIR
+from tests.fixtures.llama_reference import llama_logits
 
 pytestmark = pytest.mark.model
 
@@ -56,8 +57,6 @@ def _openai(url: str):
 def reference(starter_gguf: Path) -> np.ndarray:
     """llama-cpp-python's log-softmax at the reply's first position, for the prompt ids the
     engine renders (the starter's base-model scaffold, through the engine's own renderer)."""
-    from llama_cpp import Llama
-
     from ember.engine.api import ChatMessage, ModelFiles
     from ember.engine.runners.factory import chat_renderer
     from ember.models.text.tokenizers.base import open_tokenizer
@@ -65,17 +64,7 @@ def reference(starter_gguf: Path) -> np.ndarray:
     files = ModelFiles("gemma3", starter_gguf, "gguf", "0" * 64)
     render = chat_renderer(files, open_tokenizer(starter_gguf))
     ids = list(render([ChatMessage("user", QUESTION)]))
-    llm = Llama(
-        str(starter_gguf),
-        logits_all=True,
-        n_ctx=len(ids) + 16,
-        n_batch=len(ids),
-        n_threads=2,
-        verbose=False,
-    )
-    llm.eval(ids)
-    x = np.array(llm.scores[len(ids) - 1], dtype=np.float64)
-    llm.close()
+    x = llama_logits(starter_gguf, ids)[-1].astype(np.float64)
     x -= x.max()
     return x - np.log(np.exp(x).sum())
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 
 from ember.engine.api import (
@@ -16,10 +14,10 @@ from ember.engine.api import (
 )
 from ember.engine.engine import Engine
 from tests.conftest import PACKED_CACHE_DIR
+from tests.fixtures.runners import TORCH
 
 pytestmark = pytest.mark.model
 
-HAS_TORCH_RUNNER = importlib.util.find_spec("ember.engine.runners.torch.runner") is not None
 RUNNERS = [
     pytest.param(
         "llama.cpp",
@@ -28,9 +26,7 @@ RUNNERS = [
             strict=False,
         ),
     ),
-    pytest.param(
-        "torch", marks=pytest.mark.skipif(not HAS_TORCH_RUNNER, reason="torch runner not present")
-    ),
+    TORCH,
 ]
 CODE = '''def area(width, height):
     """The area of a rectangle."""

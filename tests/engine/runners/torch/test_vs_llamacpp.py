@@ -12,6 +12,7 @@ from ember.engine.api import ModelFiles
 from ember.engine.runners.torch.native.compile import _compiler
 from ember.engine.runners.torch.runner import TorchOptions, TorchRunner
 from tests.conftest import PACKED_CACHE_DIR
+from tests.fixtures.llama_reference import llama_logits
 
 from .helpers import prefill_logits
 
@@ -22,24 +23,6 @@ def load_starter(model: ModelFiles) -> TorchRunner:
     """The starter on the torch runner, its converted weights from the tests' packed cache."""
     opts = TorchOptions(device="cpu", threads=2, packed_cache_dir=PACKED_CACHE_DIR)
     return TorchRunner.load(model.path, opts, digest=model.digest)
-
-
-def llama_logits(path: Path, ids: list[int]) -> np.ndarray:
-    """llama.cpp's logits at every position of ids (logits_all, one batch)."""
-    from llama_cpp import Llama
-
-    llm = Llama(
-        str(path),
-        logits_all=True,
-        n_ctx=len(ids) + 16,
-        n_batch=len(ids),
-        n_threads=2,
-        verbose=False,
-    )
-    llm.eval(ids)
-    out = np.array(llm.scores[: len(ids)], dtype=np.float32)
-    llm.close()
-    return out
 
 
 def mean_nll(logits: np.ndarray, ids: list[int]) -> float:
