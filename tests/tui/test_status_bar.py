@@ -21,8 +21,9 @@ async def test_live_numbers_while_a_reply_streams(make_app, backends) -> None:
         await send(pilot, "count with me")
         chat = app.screen
         assert isinstance(chat, ChatScreen)
-        info = chat.query_one(StatusBar).info
-        await wait_for(pilot, lambda: (info.reply_tokens or 0) >= 10)
+        bar = chat.query_one(StatusBar)  # show(info) may put a new StatusInfo in: read it fresh
+        await wait_for(pilot, lambda: (bar.info.reply_tokens or 0) >= 10)
+        info = bar.info
         prompt_tokens = backends.last.count_tokens(backends.last.requests[-1])
         line = info.render_line()
         assert info.prompt_tokens == prompt_tokens > 0
@@ -32,7 +33,7 @@ async def test_live_numbers_while_a_reply_streams(make_app, backends) -> None:
         assert f"{info.reply_tokens} tokens so far" in line and "generating" in line
         await pilot.press("escape")
         await wait_idle(pilot)
-        assert info.reply_tokens is None and "so far" not in info.render_line()
+        assert bar.info.reply_tokens is None and "so far" not in bar.info.render_line()
 
 
 async def test_new_chat_clears_and_reopening_restores(make_app, history) -> None:
