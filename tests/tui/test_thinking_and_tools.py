@@ -139,8 +139,9 @@ async def test_a_confirmed_call_runs_and_the_model_goes_on(make_app, backends, t
         first = backends.last.requests[0]
         assert {t.name for t in first.tools} == {"add", "capital", "broken"}
         assert _calls(tmp_path) == []  # nothing runs before the user says so
-        text = screen_text(app)
-        assert 'Tool call · calc: add({"a": 2, "b": 40})' in text and "y: run" in text
+        # the view asks before the screen has drawn it: wait for the drawing, not just the state
+        shown = 'Tool call · calc: add({"a": 2, "b": 40})'
+        await wait_for(pilot, lambda: shown in (t := screen_text(app)) and "y: run" in t)
         await pilot.press("y")
         await wait_idle(pilot)
         assert _calls(tmp_path) == ["add 2 40"]
