@@ -1,5 +1,11 @@
 /* y = x W^T (+ b) for a fused em_linear: the weight rows are split between threads, and each
- * weight row is multiplied with every activation row while it is in cache. */
+ * weight row is multiplied with every activation row while it is in cache.
+ *
+ * A decode step streams every weight from memory once (the model is larger than the last-level
+ * cache), and one core's hardware prefetcher alone leaves memory bandwidth unused: each item
+ * therefore prefetches its own rows PREFETCH_AHEAD bytes before the dot products reach them
+ * (measured on the starter model, 2 threads: decode 0.91x -> 0.99x llama.cpp's, paired in one
+ * process; 6 KiB ahead was no better than none, 3-4 KiB best). */
 #include <stdlib.h>
 
 #include "ember_native.h"
@@ -7,6 +13,13 @@
 
 #define ROWS_PER_TASK 16       /* weight rows per item */
 #define ROWS_PER_BIG_TASK 256  /* in matrices of more than 8192 rows (an LM head) */
+#define PREFETCH_AHEAD 4096    /* bytes */
+#define LINE 64
+
+/* prefetch the cache lines of [from, to) that lie before end */
+static inline void prefetch(const uint8_t *from, const uint8_t *to, const uint8_t *end) {
+    for (const uint8_t *c = from; c < to && c < end; c += LINE) __builtin_prefetch(c, 0, 3);
+}
 
 const char *em_features(void) {
 #if defined(__AVX2__) && defined(__FMA__)
@@ -30,8 +43,12 @@ void em_linear_rows(const em_linear *w, const em_act *a, float *y, int64_t ldy, 
             const em_mat *mt = &w->part[p];
             const em_dot_fn dot = em_dot_for(mt->type);
             const em_dot4_fn dot4 = em_dot4_for(mt->type);
+            const uint8_t *first = mt->data + (lo - start[p]) * mt->row_bytes;
+            const uint8_t *end = mt->data + (hi - start[p]) * mt->row_bytes; /* this item's rows */
+            prefetch(first, first + PREFETCH_AHEAD, end);
             for (int64_t r = lo; r < hi; r++) {
                 const uint8_t *row = mt->data + (r - start[p]) * mt->row_bytes;
+                prefetch(row + PREFETCH_AHEAD, row + PREFETCH_AHEAD + mt->row_bytes, end);
                 const int64_t col = w->out_map ? w->out_map[r] : r;
                 const float b = w->bias ? w->bias[r] : 0.0f;
                 int32_t i = 0;
