@@ -13,11 +13,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from ember.engine.runners.torch.config import ModelConfig
+from ember.engine.runners.torch.heap import release_free_heap
 from ember.engine.runners.torch.kv_store import KVStore
 from ember.engine.runners.torch.layers.attention import AttnPlan, attend
 from ember.engine.runners.torch.layers.decode_attention import DecodeTables, attend_decode
 from ember.engine.runners.torch.layers.embedding import DeviceEmbedding, QEmbedding
-from ember.engine.runners.torch.layers.linear import QLinear
+from ember.engine.runners.torch.layers.linear import DENSE_PREFILL_TOKENS, QLinear
 from ember.engine.runners.torch.layers.norm import RMSNorm
 from ember.engine.runners.torch.layers.rope import apply_rope_signed
 
@@ -125,6 +126,8 @@ class Transformer(nn.Module):
         x = self.embed(ids)
         for layer in self.layers:
             x = layer(x, ctx, kv)
+        if ids.device.type == "cpu" and ids.shape[0] >= DENSE_PREFILL_TOKENS:
+            release_free_heap()  # the layers' freed buffers, before the head pages in (heap.py)
         x = self.norm(x.index_select(0, logit_rows))
         logits = self.head(x).float()
         cap = self.cfg.final_softcap
