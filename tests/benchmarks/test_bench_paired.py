@@ -1,0 +1,35 @@
+"""benchmarks/bench_paired.py runs both engines in one process on a tiny GGUF (numbers not
+checked, only that every round measured both)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_paired.py"
+
+
+def test_paired_rounds_on_a_tiny_model(tiny_models: Any) -> None:
+    cmd = [
+        sys.executable, str(SCRIPT), str(tiny_models.gguf("gemma3", "Q8_0")), "--rounds", "3",
+        "--burst", "2", "--prompt-tokens", "16", "--threads", "1", "--json",
+    ]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    table = json.loads(out.stdout.strip().splitlines()[-1])
+    metrics = [row["metric"] for row in table["rows"]]
+    assert metrics == ["prefill tok/s (16 tokens)", "decode tok/s (bursts of 2)"]
+    for row in table["rows"]:
+        assert len(row["ratios"]) == 3 and all(r > 0 for r in row["ratios"])
+        assert row["torch_tok_s"] > 0 and row["llama_tok_s"] > 0
+        assert min(row["ratios"]) <= row["ratio"] <= max(row["ratios"])
+
+
+def test_a_bad_count_is_refused_by_name() -> None:
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), "--rounds", "0"], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 2 and "--rounds: must be at least 1 (got 0)" in out.stderr
