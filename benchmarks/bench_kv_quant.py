@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 import time
@@ -150,7 +151,7 @@ def main() -> None:
                 if not args.json:
                     print(
                         f"{row.runner:>9} {row.cache:>3} ctx {row.context:>6}: ppl {row.ppl:.4f}"
-                        f"  {row.kv_mib:.0f} MiB KV  decode {row.decode_tok_s:.1f} tok/s"
+                        f"  {row.kv_mib:.0f} MiB KV  decode {_speed(row)}"
                         f"  ({row.seconds:.0f} s)",
                         flush=True,
                     )
@@ -160,9 +161,14 @@ def main() -> None:
     print_table(rows, runners, contexts)
 
 
+def _speed(row: Row) -> str:
+    """Decode tok/s, or "not timed" under --decode 0."""
+    return "not timed" if math.isnan(row.decode_tok_s) else f"{row.decode_tok_s:.1f} tok/s"
+
+
 def print_table(rows: list[Row], runners: list[str], contexts: list[int]) -> None:
     """Markdown: per runner and cache type, ppl (vs f16), KV MiB and decode tok/s per context."""
-    head = " | ".join(f"ppl @ {c} | KV MiB @ {c} | decode tok/s @ {c}" for c in contexts)
+    head = " | ".join(f"ppl @ {c} | KV MiB @ {c} | decode @ {c}" for c in contexts)
     print(f"\n| runner | --kv-cache | bytes/token | {head} |")
     print("|---|---|---|" + "---|---|---|" * len(contexts))
     for runner in runners:
@@ -176,7 +182,7 @@ def print_table(rows: list[Row], runners: list[str], contexts: list[int]) -> Non
                     cells.append("not run | | ")
                     continue
                 cost = f" ({row.ppl / base[c] - 1:+.2%})" if c in base else ""
-                cells.append(f"{row.ppl:.3f}{cost} | {row.kv_mib:.0f} | {row.decode_tok_s:.1f}")
+                cells.append(f"{row.ppl:.3f}{cost} | {row.kv_mib:.0f} | {_speed(row)}")
             nbytes = next(r.kv_bytes_per_token for r in mine if r.cache == cache)
             print(f"| {runner} | {cache} | {nbytes} | " + " | ".join(cells) + " |")
 
