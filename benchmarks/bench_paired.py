@@ -22,6 +22,7 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -122,6 +123,21 @@ def paired(metric: str, ours: list[float], theirs: list[float]) -> Paired:
     )
 
 
+Side = TorchSide | LlamaSide
+
+
+def take_turns(
+    sides: dict[str, Side], rounds: int, call: Callable[[Side], float]
+) -> dict[str, list[float]]:
+    """call(side) for every side, rounds times, the first side alternating: tok/s per side."""
+    names = list(sides)
+    out: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names if r % 2 == 0 else names[::-1]:
+            out[name].append(call(sides[name]))
+    return out
+
+
 def run_paired(path: Path, threads: int, rounds: int, burst: int, prompt: int) -> list[Paired]:
     """rounds x (prefill each, then burst decode steps each), the first engine alternating."""
     from ember.engine.runners.torch.bench_child import prompt_ids
@@ -129,21 +145,17 @@ def run_paired(path: Path, threads: int, rounds: int, burst: int, prompt: int) -
     # every round's prefill restarts the cache; the decode bursts then grow it round by round
     capacity = prompt + rounds * burst + 1
     torch_side = TorchSide(path, threads, capacity)
-    llama_side = LlamaSide(path, threads, capacity, prompt)
+    sides: dict[str, Side] = {
+        "torch": torch_side,
+        "llama": LlamaSide(path, threads, capacity, prompt),
+    }
     ids = prompt_ids(torch_side.runner.info.vocab_size, prompt)
-    torch_side.prefill(ids), llama_side.prefill(ids)  # warm both (first-call setup)
-    pre: dict[str, list[float]] = {"torch": [], "llama": []}
-    dec: dict[str, list[float]] = {"torch": [], "llama": []}
-    sides: dict[str, TorchSide | LlamaSide] = {"torch": torch_side, "llama": llama_side}
-    for r in range(rounds):
-        order = ("torch", "llama") if r % 2 == 0 else ("llama", "torch")
-        for name in order:
-            pre[name].append(sides[name].prefill(ids))
-    torch_side.prefill(ids), llama_side.prefill(ids)  # both caches hold the prompt again
-    for r in range(rounds):
-        order = ("torch", "llama") if r % 2 == 0 else ("llama", "torch")
-        for name in order:
-            dec[name].append(sides[name].decode(burst))
+    for side in sides.values():
+        side.prefill(ids)  # warm both (first-call setup)
+    pre = take_turns(sides, rounds, lambda side: side.prefill(ids))
+    for side in sides.values():
+        side.prefill(ids)  # both caches hold the prompt again
+    dec = take_turns(sides, rounds, lambda side: side.decode(burst))
     return [
         paired(f"prefill tok/s ({prompt} tokens)", pre["torch"], pre["llama"]),
         paired(f"decode tok/s (bursts of {burst})", dec["torch"], dec["llama"]),
