@@ -19,9 +19,10 @@ from ember.tui.generation import Generation
 from ember.tui.messages import AttachFailed, FileAttached, PromptSubmitted, ToolDecided, ToolRan
 from ember.tui.notices import notify_error
 from ember.tui.screens.dialogs import PickDialog, TextDialog
+from ember.tui.screens.tool_consent import ToolConsentDialog
 from ember.tui.widgets.message_view import MessageBox, MessageView
 from ember.tui.widgets.prompt_input import PromptInput
-from ember.tui.widgets.reply_views import ToolCallView
+from ember.tui.widgets.reply_views import ToolCallView, call_summary
 
 if TYPE_CHECKING:
     from ember.tui.app import EmberApp
@@ -167,7 +168,8 @@ class ChatExtras(Screen[None]):
         return self.query_one(MessageView).box(message_id)
 
     async def show_tool_calls(self, message_id: int) -> None:
-        """A reply made tool calls: show them; run the always-allowed ones, ask for the rest."""
+        """A reply made tool calls: show them; run the ones the user allow-listed on this
+        machine, ask about the rest one at a time (ToolConsentDialog)."""
         box, reply = self._box(message_id), self.session.reply
         if box is None or reply is None:
             return
@@ -175,18 +177,38 @@ class ChatExtras(Screen[None]):
         new = [p for p in reply.parts if p.kind == "tool_call" and box.call_view(p.call_id) is None]
         servers = {p.name: toolbox.server_of(p.name) for p in new} if toolbox else {}
         await box.add_calls(new, servers)
-        asking = []
         for call in self.session.pending_calls:
             view = box.call_view(call.id)
             if self.session.always_allowed(call):
                 self._run_tool(call)
             elif view is not None:
                 view.ask()
-                asking.append(view)
-        if asking:
-            asking[0].focus()
-            asking[0].scroll_visible()
-            self.update_status("waiting for you")
+        self._ask_next(message_id)
+
+    def _ask_next(self, message_id: int) -> None:
+        """The first call still waiting gets the dialog (one at a time); none: the prompt."""
+        box = self._box(message_id)
+        views = [v for v in box.query(ToolCallView) if v.asking] if box is not None else []
+        if not views:
+            self.query_one(PromptInput).focus()
+            return
+        if any(isinstance(s, ToolConsentDialog) for s in self.app.screen_stack):
+            return  # one question at a time: the next comes when this one is answered
+        view = views[0]
+        view.scroll_visible()
+        self.update_status("waiting for you")
+        toolbox, name = self.session.toolbox, view.call.name
+        dialog = ToolConsentDialog(
+            call_summary(view.call),
+            view.server,
+            toolbox.description_of(name) if toolbox is not None else "",
+        )
+        call_id = view.call.call_id
+
+        def answered(answer: str | None) -> None:
+            self.post_message(ToolDecided(message_id, call_id, answer or "deny"))
+
+        self.app.push_screen(dialog, answered)
 
     def _run_tool(self, call: ToolCall) -> None:
         session, post = self.session, self.post_message
@@ -204,7 +226,11 @@ class ChatExtras(Screen[None]):
             if follow is not None:
                 self.run_reply(follow)
         else:
-            call = self.session.confirm(event.call_id, always=event.decision == "always")
+            try:
+                call = self.session.confirm(event.call_id, always=event.decision == "always")
+            except EmberError as exc:  # the settings file could not be written: run once
+                notify_error(self.app, "Always allow", exc)
+                call = self.session.confirm(event.call_id)
             if call is None:
                 return
             if view is not None:
@@ -214,18 +240,14 @@ class ChatExtras(Screen[None]):
             if event.decision == "always":  # the same tool's other calls in this reply run too
                 for other in self.session.pending_calls:
                     other_view = box.call_view(other.id) if box is not None else None
-                    if other.name == call.name and other_view is not None and other_view.asking:
+                    if (
+                        other_view is not None
+                        and other_view.asking
+                        and (self.session.always_allowed(other))
+                    ):
                         other_view.asking = False
                         self._run_tool(other)
-        self._focus_next_question(event.message_id)
-
-    def _focus_next_question(self, message_id: int) -> None:
-        box = self._box(message_id)
-        views = [v for v in box.query(ToolCallView) if v.asking] if box is not None else []
-        if views:
-            views[0].focus()
-        else:
-            self.query_one(PromptInput).focus()
+        self._ask_next(event.message_id)
 
     def _show_result(self, message_id: int, call_id: str) -> None:
         box, reply = self._box(message_id), self.session.reply
