@@ -150,7 +150,8 @@ class ChatExtras(Screen[None]):
             notify_error(self, "Import", exc)
             return
         await self.refresh_list()
-        self.notify(f"imported {len(imported)} chat{'s' if len(imported) != 1 else ''}")
+        notes = "".join(f"\nleft out {n}" for c in chats for n in c.notes)
+        self.notify(f"imported {len(imported)} chat{'s' if len(imported) != 1 else ''}{notes}")
 
     if TYPE_CHECKING:  # ChatScreen's
 
