@@ -102,4 +102,4 @@ def _check(info: os.stat_result, path: Path | str, what: str, max_bytes: int | N
         raise _fail(path, what, f"{_kind(info.st_mode)}, not a regular file")
     if max_bytes is not None and info.st_size > max_bytes:
         limit = _size(max_bytes)
-        raise _fail(path, what, f"{_size(info.st_size)} is more than the {limit} limit")
+        raise _fail(path, what, f"{info.st_size:,} bytes is more than the {limit} limit")
