@@ -1,6 +1,6 @@
 """The README's CLI reference, generated from the real argument parser's --help.
 
-`python -m ember.app.cli_reference --write` rewrites the section of README.md between the
+`python -m ember.cli_reference --write` rewrites the section of README.md between the
 markers; a test checks that the README matches, so the reference never drifts from the code.
 """
 
@@ -22,7 +22,7 @@ def _help(parser: argparse.ArgumentParser) -> str:
 
 def render() -> str:
     """Markdown for `ember --help` and every subcommand's --help."""
-    from ember.app.cli import build_parser
+    from ember.__main__ import build_parser
 
     os.environ["COLUMNS"] = "100"
     parser = build_parser()
@@ -42,7 +42,7 @@ def splice(readme: str, reference: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = argv if argv is not None else sys.argv[1:]
-    readme = Path(__file__).resolve().parent.parent / "README.md"
+    readme = Path(__file__).resolve().parent.parent / "README.md"  # the checkout's root
     if not readme.exists():  # an installed package has no README to update
         print(render())
         return 0
