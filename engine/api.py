@@ -17,10 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from ember.engine.errors import EngineError
+# EngineError (every engine failure) and ToolCall (Finished.tool_calls) are part of this contract:
+# the TUI imports them from here, never from engine.errors or models.
+from ember.engine.errors import EngineError as EngineError
 from ember.models.quants.kv_cache import KV_CACHE_TYPES
 from ember.models.text.chat_format import CHAT_FORMATS
-from ember.models.text.tool_calls.calls import ToolCall
+from ember.models.text.tool_calls.calls import ToolCall as ToolCall
 
 _request_ids = itertools.count(1)
 
