@@ -71,27 +71,33 @@ class SamplingParams:
     top_logprobs: int = 0
 
     def __post_init__(self) -> None:
+        # the ranges of app/parameters' table (the CLI, settings and server views share them;
+        # tests/app/test_parameters.py keeps the two equal)
         checks: list[tuple[str, bool, str]] = [
-            ("temperature", 0.0 <= self.temperature <= 100.0, "must be in [0, 100]"),
-            ("top_k", self.top_k >= 0, "must be >= 0"),
+            ("temperature", 0.0 <= self.temperature <= 10.0, "must be in [0, 10]"),
+            ("top_k", 0 <= self.top_k <= 1 << 20, "must be in [0, 1048576]"),
             ("top_p", 0.0 < self.top_p <= 1.0, "must be in (0, 1]"),
             ("min_p", 0.0 <= self.min_p <= 1.0, "must be in [0, 1]"),
-            ("repeat_penalty", 0.0 < self.repeat_penalty <= 100.0, "must be in (0, 100]"),
+            ("repeat_penalty", 0.0 < self.repeat_penalty <= 10.0, "must be in (0, 10]"),
             (
                 "presence_penalty",
-                -100.0 <= self.presence_penalty <= 100.0,
-                "must be in [-100, 100]",
+                -2.0 <= self.presence_penalty <= 2.0,
+                "must be in [-2, 2]",
             ),
             (
                 "frequency_penalty",
-                -100.0 <= self.frequency_penalty <= 100.0,
-                "must be in [-100, 100]",
+                -2.0 <= self.frequency_penalty <= 2.0,
+                "must be in [-2, 2]",
             ),
-            ("penalty_last_n", self.penalty_last_n >= 0, "must be >= 0"),
+            ("penalty_last_n", 0 <= self.penalty_last_n <= 1 << 20, "must be in [0, 1048576]"),
             ("dry_multiplier", 0.0 <= self.dry_multiplier <= 100.0, "must be in [0, 100]"),
             ("dry_base", 1.0 <= self.dry_base <= 100.0, "must be in [1, 100]"),
             ("dry_allowed_length", 1 <= self.dry_allowed_length <= 1 << 16, "must be >= 1"),
-            ("dry_penalty_last_n", self.dry_penalty_last_n >= -1, "must be -1 (all) or >= 0"),
+            (
+                "dry_penalty_last_n",
+                -1 <= self.dry_penalty_last_n <= 1 << 20,
+                "must be -1 (all) or >= 0",
+            ),
             (
                 "dry_sequence_breakers",
                 len(self.dry_sequence_breakers) <= 16
@@ -99,7 +105,7 @@ class SamplingParams:
                 "at most 16 strings of 1 to 40 characters",
             ),
             ("loop_min_tokens", 0 <= self.loop_min_tokens <= 1 << 20, "must be >= 0 (0 = off)"),
-            ("max_tokens", self.max_tokens >= 1, "must be >= 1"),
+            ("max_tokens", 1 <= self.max_tokens <= 1 << 20, "must be in [1, 1048576]"),
             (
                 "seed",
                 self.seed is None or 0 <= self.seed <= MAX_SEED,
@@ -428,7 +434,8 @@ class EngineInfo:
     context_limit: int
     features: dict[str, bool] = field(default_factory=dict)  # sink_window, prefix_cache, draft...
     tool_format: str = "generic"  # how the model writes tool calls (models/text/tool_calls)
-    kv_cache: str = ""  # the runner's KV element type: float16, int8, f16, q8_0, q4_0...
+    kv_cache: str = ""  # the KV cache type asked for: f16 | q8 | q4 (models/quants/kv_cache)
+    kv_element: str = ""  # how the runner stores it: float16, bfloat16, int8, q8_0, q4_0...
     kv_cache_bytes: int = 0  # the KV pool the runner allocated (all layers, K and V)
     context_note: str = ""  # one line on how the context was chosen (`--ctx auto`), else ""
 
