@@ -14,9 +14,8 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from ember.app.mcp.consent import ALLOW_KEY, allow_tool, is_allowed
-from ember.engine.api import Backend, GenerationRequest
+from ember.engine.api import Backend, GenerationRequest, ToolCall
 from ember.errors import EmberError
-from ember.models.text.tool_calls import ToolCall
 from ember.tui.chat_config import chat_messages
 from ember.tui.generation import Clock, Generation, Post
 from ember.tui.messages import ToolRan

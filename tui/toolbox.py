@@ -7,8 +7,7 @@ from typing import Any, Protocol
 
 from ember.app.mcp.consent import tool_key
 from ember.app.mcp.hub import McpHub, ToolOutcome
-from ember.engine.api import ToolSpec
-from ember.engine.errors import EngineError
+from ember.engine.api import EngineError, ToolSpec
 
 
 class Toolbox(Protocol):
