@@ -44,11 +44,21 @@ def test_a_huge_sparse_file_with_a_garbage_tail_is_refused_fast(
     assert err.count("\n") == 1
 
 
+def _fifo(path: Path) -> Path:
+    os.mkfifo(path)
+    return path
+
+
+def _link(path: Path, target: str) -> Path:
+    path.symlink_to(target)
+    return path
+
+
 @pytest.mark.parametrize(
     ("make", "reason"),
     [
-        (lambda d: os.mkfifo(d / "pipe.gguf") or d / "pipe.gguf", "a FIFO (named pipe)"),
-        (lambda d: (d / "z.gguf").symlink_to("/dev/zero") or d / "z.gguf", "a character device"),
+        (lambda d: _fifo(d / "pipe.gguf"), "a FIFO (named pipe)"),
+        (lambda d: _link(d / "z.gguf", "/dev/zero"), "a character device"),
     ],
 )
 def test_model_paths_that_are_not_regular_files(
