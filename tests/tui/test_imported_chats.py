@@ -18,7 +18,7 @@ pytestmark = pytest.mark.anyio
 BAD_SETTINGS = {
     "temperature": "hot",
     "top_k": [1],
-    "top_p": 7.0,
+    "top_p": "0.9",
     "max_tokens": None,
     "seed": "x",
     "model": 3,
