@@ -14,8 +14,8 @@ from textual.widgets import Static
 
 from ember.engine.api import ToolCall
 from ember.errors import EmberError
-from ember.tui.chat_session import ChatBusy, ChatSession
-from ember.tui.generation import Generation
+from ember.tui.chat.generation import Generation
+from ember.tui.chat.session import ChatBusy, ChatSession
 from ember.tui.messages import AttachFailed, FileAttached, PromptSubmitted, ToolDecided, ToolRan
 from ember.tui.notices import notify_error
 from ember.tui.screens.dialogs import PickDialog, TextDialog

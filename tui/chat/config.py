@@ -9,7 +9,7 @@ from ember.app import options as app_options
 from ember.app.config import Settings
 from ember.app.history.store import Message
 from ember.engine.api import ChatMessage, EngineOptions, SamplingParams
-from ember.tui.reply_parts import assistant_turns
+from ember.tui.chat.reply_parts import assistant_turns
 
 SAMPLING_KEYS = ("temperature", "top_k", "top_p", "min_p", "repeat_penalty", "max_tokens")
 # statuses whose text the model sees again in later turns

@@ -13,7 +13,7 @@ from textual.widgets import Button, Label
 
 from ember.app.config import Settings
 from ember.engine.api import EngineError
-from ember.tui.chat_config import SAMPLING_KEYS, chat_value, sampling_params
+from ember.tui.chat.config import SAMPLING_KEYS, chat_value, sampling_params
 from ember.tui.widgets.form import Form, FormError, FormField
 
 _KINDS: dict[str, type] = {

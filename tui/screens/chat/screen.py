@@ -19,8 +19,8 @@ from textual.widgets import Footer, Input, ListView, Static
 from ember.app.history.store import Message
 from ember.engine.api import Stats
 from ember.errors import EmberError
-from ember.tui.chat_session import ChatBusy, ChatSession
-from ember.tui.generation import Generation
+from ember.tui.chat.generation import Generation
+from ember.tui.chat.session import ChatBusy, ChatSession
 from ember.tui.messages import (
     BackendLoaded,
     BranchStepped,
@@ -34,8 +34,8 @@ from ember.tui.messages import (
     ReplyStarted,
 )
 from ember.tui.notices import notify_error
-from ember.tui.screens.chat_extras import ChatExtras, file_command
-from ember.tui.screens.chat_settings import ChatSettingsDialog
+from ember.tui.screens.chat.extras import ChatExtras, file_command
+from ember.tui.screens.chat.settings import ChatSettingsDialog
 from ember.tui.screens.dialogs import ConfirmDialog, TextDialog
 from ember.tui.screens.presets import PresetChoice, PresetDialog
 from ember.tui.widgets.conversation_list import ConversationList
