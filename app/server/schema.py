@@ -149,7 +149,9 @@ def _repeat_penalty(body: dict[str, Any]) -> float:
     return theirs
 
 
-def _sampling(body: dict[str, Any], max_tokens_cap: int, chat: bool) -> SamplingParams:
+def parse_sampling(body: dict[str, Any], max_tokens_cap: int, chat: bool) -> SamplingParams:
+    """The one builder of SamplingParams from a body's fields, in OpenAI's names (the other
+    APIs rename theirs onto these, so a sampling fix lands once)."""
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     key = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
     max_tokens = _integer({key: max_tokens}, key, 1, max_tokens_cap, 256)
@@ -204,7 +206,7 @@ def parse_chat(body: Any, max_tokens_cap: int) -> ParsedRequest:
     try:
         request = GenerationRequest(
             messages=_messages(body),
-            sampling=_sampling(body, max_tokens_cap, chat=True),
+            sampling=parse_sampling(body, max_tokens_cap, chat=True),
             constraint=chat_fields.parse_response_format(body),
             tools=tools,
             tool_choice=choice,
@@ -237,6 +239,6 @@ def parse_completion(body: Any, max_tokens_cap: int) -> ParsedRequest:
     for field in ("tools", "tool_choice", "response_format", "chat_template_kwargs"):
         if body.get(field) is not None:
             raise RequestInvalid(field, "is only served by /v1/chat/completions")
-    sampling = _sampling(body, max_tokens_cap, chat=False)
+    sampling = parse_sampling(body, max_tokens_cap, chat=False)
     request = GenerationRequest(prompt=prompt, sampling=sampling)
     return ParsedRequest(model, stream, include_usage, request)
