@@ -6,18 +6,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ember.app.server.anthropic.blocks import depth_check
 from ember.app.server.anthropic.messages import conversation
 from ember.app.server.anthropic.tools import parse_tool_choice, parse_tools
+from ember.app.server.chat_fields import schema_text
 from ember.app.server.errors import RequestInvalid
 from ember.app.server.schema import parse_sampling
-from ember.engine.api import GenerationRequest, SamplingParams
+from ember.engine.api import ConstraintSpec, GenerationRequest, SamplingParams
 from ember.engine.errors import EngineError
 
-COUNT_FIELDS = frozenset({"model", "messages", "system", "tools", "tool_choice", "thinking"})
+# cache_control (top level, as on blocks): Ember caches every prompt prefix by itself
+COUNT_FIELDS = frozenset(
+    {"model", "messages", "system", "tools", "tool_choice", "thinking", "output_config",
+     "cache_control"}
+)  # fmt: skip
 # metadata.user_id is checked and has no use here: one local server keeps no per-user state
 FIELDS = COUNT_FIELDS | {
     "max_tokens", "stop_sequences", "stream", "temperature", "top_p", "top_k", "metadata",
 }  # fmt: skip
+EFFORTS = ("low", "medium", "high", "xhigh", "max")
 MIN_THINKING_BUDGET = 1024  # Anthropic's floor for budget_tokens
 
 
@@ -44,15 +51,25 @@ def _check_fields(body: Any, known: frozenset[str]) -> dict[str, Any]:
     return body
 
 
-def _thinking(value: Any, max_tokens: int | None) -> dict[str, bool]:
-    """thinking -> the chat template's reasoning switch (enable_thinking, as Qwen3's reads it);
-    Anthropic's default is no thinking."""
+def _thinking(value: Any, effort: str | None, max_tokens: int | None) -> dict[str, bool]:
+    """thinking -> the chat template's reasoning switch (enable_thinking, as Qwen3's reads it):
+    enabled and between_tools turn it on, disabled off, adaptive leaves it to the model; with
+    no thinking, output_config.effort decides (low: off, higher: on), else it is off."""
     if value is None:
-        return {"enable_thinking": False}
-    if not isinstance(value, dict) or value.get("type") not in ("enabled", "disabled"):
-        raise RequestInvalid("thinking.type", "must be enabled or disabled", status=400)
-    if value["type"] == "disabled":
-        return {"enable_thinking": False}
+        return {"enable_thinking": effort not in (None, "low")}
+    kinds = ("enabled", "disabled", "adaptive", "between_tools")
+    if not isinstance(value, dict) or value.get("type") not in kinds:
+        raise RequestInvalid("thinking.type", f"must be one of {', '.join(kinds)}", status=400)
+    known = {"enabled": {"type", "budget_tokens"}, "adaptive": {"type", "display"}}
+    for key in value:
+        if key not in known.get(value["type"], {"type"}):
+            raise RequestInvalid(f"thinking.{str(key)[:40]}", "is not a field here", status=400)
+    if value.get("display") not in (None, "summarized"):  # "omitted" would need signatures
+        raise RequestInvalid("thinking.display", "only summarized is served", status=400)
+    if value["type"] in ("disabled", "adaptive", "between_tools"):
+        return (
+            {} if value["type"] == "adaptive" else {"enable_thinking": value["type"] != "disabled"}
+        )
     budget = value.get("budget_tokens")
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < MIN_THINKING_BUDGET:
         raise RequestInvalid(
@@ -71,6 +88,8 @@ def _sampling(body: dict[str, Any], max_tokens_cap: int) -> SamplingParams:
     if isinstance(temperature, int | float) and not isinstance(temperature, bool):
         if not 0.0 <= temperature <= 1.0:  # Anthropic's range (OpenAI's goes to 2)
             raise RequestInvalid("temperature", "must be between 0 and 1", status=400)
+    if not isinstance(body.get("stop_sequences", []), list):
+        raise RequestInvalid("stop_sequences", "must be a list of strings", status=400)
     metadata = body.get("metadata")
     if metadata is not None and (
         not isinstance(metadata, dict)
@@ -88,6 +107,45 @@ def _sampling(body: dict[str, Any], max_tokens_cap: int) -> SamplingParams:
         raise RequestInvalid(param, exc.reason, status=400) from None
 
 
+def _output_config(value: Any) -> tuple[str | None, ConstraintSpec | None]:
+    """output_config: (effort, the reply's JSON schema enforced by the constraint engine)."""
+    if value is None:
+        return None, None
+    if not isinstance(value, dict) or set(value) - {"effort", "format"}:
+        raise RequestInvalid("output_config", "must be {effort?, format?}", status=400)
+    effort = value.get("effort")
+    if effort is not None and effort not in EFFORTS:
+        raise RequestInvalid("output_config.effort", f"must be one of {', '.join(EFFORTS)}", 400)
+    fmt = value.get("format")
+    if fmt is None:
+        return effort, None
+    if (
+        not isinstance(fmt, dict)
+        or fmt.get("type") != "json_schema"
+        or set(fmt) != {"type", "schema"}
+    ):
+        raise RequestInvalid(
+            "output_config.format", 'must be {"type": "json_schema", "schema"}', 400
+        )
+    depth_check(fmt["schema"], "output_config.format.schema")
+    try:
+        text = schema_text(fmt["schema"], "output_config.format.schema")
+    except RequestInvalid as exc:
+        raise RequestInvalid(exc.param, exc.reason, status=400) from None
+    return effort, ConstraintSpec("json_schema", text)
+
+
+def _cache_control(value: Any) -> None:
+    if value is None:
+        return
+    if (
+        not isinstance(value, dict)
+        or value.get("type") != "ephemeral"
+        or set(value) - {"type", "ttl"}
+    ):
+        raise RequestInvalid("cache_control", 'must be {"type": "ephemeral", "ttl"?}', status=400)
+
+
 def parse_messages(body: Any, max_tokens_cap: int, count_only: bool = False) -> MessagesRequest:
     """Check a /v1/messages body (count_only: a /v1/messages/count_tokens body)."""
     body = _check_fields(body, COUNT_FIELDS if count_only else FIELDS)
@@ -98,17 +156,21 @@ def parse_messages(body: Any, max_tokens_cap: int, count_only: bool = False) -> 
     convo = conversation(body.get("system"), body.get("messages"))
     tools = parse_tools(body.get("tools"))
     choice = parse_tool_choice(body.get("tool_choice"), tools)
-    kwargs = _thinking(body.get("thinking"), None if count_only else sampling.max_tokens)
+    _cache_control(body.get("cache_control"))
+    effort, constraint = _output_config(body.get("output_config"))
+    max_tokens = None if count_only else sampling.max_tokens
+    kwargs = _thinking(body.get("thinking"), effort, max_tokens)
     try:
         request = GenerationRequest(
             messages=tuple(convo.messages),
             sampling=sampling,
+            constraint=constraint,
             tools=tools,
             tool_choice=choice.engine,
             template_kwargs=kwargs,
         )
-    except EngineError as exc:
-        raise RequestInvalid("messages", str(exc), status=400) from None
+    except EngineError as exc:  # e.g. a forced tool call beside output_config.format
+        raise RequestInvalid("request", str(exc), status=400) from None
     return MessagesRequest(
         body.get("model"), stream, request, choice.single_call, convo.image_param
     )

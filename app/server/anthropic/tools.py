@@ -15,7 +15,12 @@ from ember.app.server.errors import RequestInvalid
 from ember.engine.api import ToolSpec
 from ember.engine.errors import EngineError
 
-TOOL_KEYS = frozenset({"type", "name", "description", "input_schema", "cache_control"})
+# eager_input_streaming: a call's input always streams as it is written here; strict: calls
+# under tool_choice any/tool follow the schema by grammar (under auto the model may stray)
+TOOL_KEYS = frozenset(
+    {"type", "name", "description", "input_schema", "cache_control", "eager_input_streaming",
+     "strict"}
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,9 @@ def _tool(item: Any, param: str) -> ToolSpec:
     for key in item:
         if key not in TOOL_KEYS:
             raise RequestInvalid(f"{param}.{str(key)[:40]}", "is not a field of a tool", 400)
+    for flag in ("eager_input_streaming", "strict"):
+        if item.get(flag) not in (None, True, False):
+            raise RequestInvalid(f"{param}.{flag}", "must be a boolean", status=400)
     schema = item.get("input_schema")
     depth_check(schema, f"{param}.input_schema")
     try:
