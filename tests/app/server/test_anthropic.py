@@ -183,7 +183,7 @@ def test_tool_result_round_trip_reaches_the_engine(server: str, pool: ModelPool)
         model="tiny",
         max_tokens=20,
         messages=history,
-        tools=[WEATHER],  # type: ignore[arg-type]
+        tools=[WEATHER],
     )
     assert message.stop_reason == "end_turn"
     sent = pool.get("tiny").requests[-1]  # type: ignore[attr-defined]
@@ -310,9 +310,9 @@ def test_hostile_bodies_are_4xx_and_the_server_goes_on(server: str) -> None:
 
 def test_unknown_model_is_a_404_listing_the_served_models(server: str) -> None:
     with pytest.raises(anthropic.NotFoundError) as caught:
-        _client(server).messages.create(model="gpt-4o", max_tokens=5, messages=HI)  # type: ignore[arg-type]
-    message = caught.value.body["error"]["message"]  # type: ignore[index]
-    assert caught.value.body["error"]["type"] == "not_found_error"  # type: ignore[index]
+        _client(server).messages.create(model="gpt-4o", max_tokens=5, messages=HI)
+    message = caught.value.body["error"]["message"]
+    assert caught.value.body["error"]["type"] == "not_found_error"
     assert "fake, thinker, tiny" in message and "--alias" in message
 
 
@@ -329,11 +329,11 @@ def test_keys_bearer_or_x_api_key_and_anthropic_headers(server: str) -> None:
         anthropic.Anthropic(base_url=server, api_key="wrong", max_retries=0).messages.create(
             model="tiny",
             max_tokens=5,
-            messages=HI,  # type: ignore[arg-type]
+            messages=HI,
         )
     # auth_token is what Claude Code's ANTHROPIC_AUTH_TOKEN sends: Authorization: Bearer
     client = anthropic.Anthropic(base_url=server, auth_token=KEY, max_retries=0)
-    assert client.messages.create(model="claude-sonnet-4-5", max_tokens=5, messages=HI).content  # type: ignore[arg-type]
+    assert client.messages.create(model="claude-sonnet-4-5", max_tokens=5, messages=HI).content
 
 
 def test_openai_errors_keep_their_shape(server: str) -> None:
