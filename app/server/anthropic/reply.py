@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from ember.app.server.reply_splitter import ReplySplitter
+from ember.app.reply_splitter import ReplySplitter
 from ember.engine.api import Finished, Stats
 from ember.models.text.tool_calls import ToolCall
 
