@@ -15,9 +15,9 @@ import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
+from ember.app.reply_splitter import CallEvent
 from ember.app.server.anthropic.errors import error_body
 from ember.app.server.anthropic.reply import MessageReply, usage
-from ember.app.reply_splitter import CallEvent
 from ember.engine.api import Event, Finished, RequestHandle, TextDelta
 from ember.models.text.tool_calls import ArgsDelta, CallStart
 
