@@ -3,7 +3,7 @@ field; any field Anthropic does not define, or Ember does not serve, is a 400 na
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ember.app.server.anthropic.blocks import depth_check
@@ -37,6 +37,16 @@ class MessagesRequest:
     request: GenerationRequest
     single_call: bool = False  # tool_choice.disable_parallel_tool_use
     image_param: str = ""  # the first image block's field ("" when none)
+    thinking: bool | None = None  # the reasoning switch asked for (None: the model's default)
+
+    def for_model(self, thinking_switch: bool) -> GenerationRequest:
+        """The engine request for a model with or without a reasoning switch (enable_thinking,
+        as Qwen3's template reads it). Without one the switch is not passed: template kwargs
+        would take a base model off its chat scaffold, and such a model's template has no
+        switch to turn; its <think> text, if any, still comes back as thinking blocks."""
+        if self.thinking is None or not thinking_switch:
+            return self.request
+        return replace(self.request, template_kwargs={"enable_thinking": self.thinking})
 
 
 def _check_fields(body: Any, known: frozenset[str]) -> dict[str, Any]:
@@ -51,12 +61,12 @@ def _check_fields(body: Any, known: frozenset[str]) -> dict[str, Any]:
     return body
 
 
-def _thinking(value: Any, effort: str | None, max_tokens: int | None) -> dict[str, bool]:
-    """thinking -> the chat template's reasoning switch (enable_thinking, as Qwen3's reads it):
-    enabled and between_tools turn it on, disabled off, adaptive leaves it to the model; with
-    no thinking, output_config.effort decides (low: off, higher: on), else it is off."""
+def _thinking(value: Any, effort: str | None, max_tokens: int | None) -> bool | None:
+    """thinking -> the model's reasoning switch (None: the model's own default): enabled and
+    between_tools turn it on, disabled off, adaptive leaves it to the model; with no thinking,
+    output_config.effort decides (low: off, higher: on), else it is off, as Anthropic's is."""
     if value is None:
-        return {"enable_thinking": effort not in (None, "low")}
+        return effort not in (None, "low")
     kinds = ("enabled", "disabled", "adaptive", "between_tools")
     if not isinstance(value, dict) or value.get("type") not in kinds:
         raise RequestInvalid("thinking.type", f"must be one of {', '.join(kinds)}", status=400)
@@ -66,10 +76,8 @@ def _thinking(value: Any, effort: str | None, max_tokens: int | None) -> dict[st
             raise RequestInvalid(f"thinking.{str(key)[:40]}", "is not a field here", status=400)
     if value.get("display") not in (None, "summarized"):  # "omitted" would need signatures
         raise RequestInvalid("thinking.display", "only summarized is served", status=400)
-    if value["type"] in ("disabled", "adaptive", "between_tools"):
-        return (
-            {} if value["type"] == "adaptive" else {"enable_thinking": value["type"] != "disabled"}
-        )
+    if value["type"] != "enabled":
+        return None if value["type"] == "adaptive" else value["type"] == "between_tools"
     budget = value.get("budget_tokens")
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < MIN_THINKING_BUDGET:
         raise RequestInvalid(
@@ -77,7 +85,7 @@ def _thinking(value: Any, effort: str | None, max_tokens: int | None) -> dict[st
         )
     if max_tokens is not None and budget >= max_tokens:
         raise RequestInvalid("thinking.budget_tokens", "must be less than max_tokens", status=400)
-    return {"enable_thinking": True}
+    return True
 
 
 def _sampling(body: dict[str, Any], max_tokens_cap: int) -> SamplingParams:
@@ -159,7 +167,7 @@ def parse_messages(body: Any, max_tokens_cap: int, count_only: bool = False) -> 
     _cache_control(body.get("cache_control"))
     effort, constraint = _output_config(body.get("output_config"))
     max_tokens = None if count_only else sampling.max_tokens
-    kwargs = _thinking(body.get("thinking"), effort, max_tokens)
+    thinking = _thinking(body.get("thinking"), effort, max_tokens)
     try:
         request = GenerationRequest(
             messages=tuple(convo.messages),
@@ -167,10 +175,9 @@ def parse_messages(body: Any, max_tokens_cap: int, count_only: bool = False) -> 
             constraint=constraint,
             tools=tools,
             tool_choice=choice.engine,
-            template_kwargs=kwargs,
         )
     except EngineError as exc:  # e.g. a forced tool call beside output_config.format
         raise RequestInvalid("request", str(exc), status=400) from None
     return MessagesRequest(
-        body.get("model"), stream, request, choice.single_call, convo.image_param
+        body.get("model"), stream, request, choice.single_call, convo.image_param, thinking
     )

@@ -5,6 +5,7 @@ and says how to map a name (`ember serve --alias 'claude-*=MODEL'`)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ember.app.server.anthropic.errors import error_response
@@ -56,7 +57,8 @@ async def _accepted(
         return error_response(exc.status, str(exc))
     except EmberError as exc:  # the model exists but failed to load
         return error_response(503, f"model: {exc}")
-    return parsed, name, backend
+    switch = bool(backend.info.features.get("thinking_switch"))
+    return replace(parsed, request=parsed.for_model(switch)), name, backend
 
 
 async def _whole(handle: RequestHandle, request: Request) -> Finished:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -39,10 +40,11 @@ HI = [{"role": "user", "content": "hi"}]
 def _load(name: str) -> Any:
     if name == "fake":
         return load_engine(EngineOptions(model="fake", runner="fake", prefix_disk_bytes=0))
-    if name == "thinker":
-        return ScriptedBackend(
-            name, ["<thi", "nk>\nhmm, ", "rain?", "</think>", "\n\nIt ", "rains."]
-        )
+    if name == "thinker":  # a reasoning model: its template reads enable_thinking
+        words = ["<thi", "nk>\nhmm, ", "rain?", "</think>", "\n\nIt ", "rains."]
+        backend = ScriptedBackend(name, words)
+        backend._info = replace(backend.info, features={"thinking_switch": True})
+        return backend
     if name == "tiny":
         return ScriptedBackend(name, ["Hello", ",", " world", "!"])
     raise RegistryError(f"model {name!r} not found")
@@ -97,7 +99,7 @@ def test_create_maps_the_request_and_shapes_the_message(server: str, pool: Model
         ("\n\nHuman:",),
         50,
     )
-    assert sent.template_kwargs == {"enable_thinking": False}
+    assert sent.template_kwargs == {}  # no reasoning switch to turn: the scaffold stays
 
 
 def test_stream_sends_the_documented_events(server: str) -> None:
@@ -216,15 +218,14 @@ def test_output_config_format_is_enforced_and_effort_switches_thinking(
         output_config={"format": {"type": "json_schema", "schema": schema}, "effort": "high"},
     )  # fmt: skip
     assert json.loads(message.content[0].text)["city"] in ("Paris", "Rome")
-    _client(server).messages.create(
-        model="tiny", max_tokens=5, messages=HI, output_config={"effort": "low"}
-    )
-    _client(server).messages.create(
-        model="tiny", max_tokens=5, messages=HI, thinking={"type": "adaptive"}
-    )
-    sent = pool.get("tiny").requests[-2:]  # type: ignore[attr-defined]
-    pool.release("tiny")
-    assert [r.template_kwargs for r in sent] == [{"enable_thinking": False}, {}]
+    for extra in ({"output_config": {"effort": "low"}}, {"thinking": {"type": "adaptive"}},
+                  {"output_config": {"effort": "max"}}, {}):  # fmt: skip
+        _client(server).messages.create(model="thinker", max_tokens=5, messages=HI, **extra)
+    sent = pool.get("thinker").requests[-4:]  # type: ignore[attr-defined]
+    pool.release("thinker")
+    assert [r.template_kwargs for r in sent] == [
+        {"enable_thinking": False}, {}, {"enable_thinking": True}, {"enable_thinking": False}
+    ]  # fmt: skip
 
 
 def test_count_tokens(server: str) -> None:
