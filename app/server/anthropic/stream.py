@@ -99,7 +99,11 @@ class BlockEvents:
 def _pump(handle: RequestHandle, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue) -> None:
     """The handle's events onto the event loop's queue (a thread: the handle blocks)."""
     for event in handle:
-        loop.call_soon_threadsafe(queue.put_nowait, event)
+        try:
+            loop.call_soon_threadsafe(queue.put_nowait, event)
+        except RuntimeError:  # the server shut its event loop down: nobody is listening
+            handle.abort()
+            return
 
 
 async def message_events(handle: RequestHandle, reply: MessageReply) -> AsyncIterator[str]:
