@@ -6,12 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ember.app.parameters import ParameterInvalid, check_field, read_fields
 from ember.app.server.anthropic.blocks import depth_check
 from ember.app.server.anthropic.messages import conversation
 from ember.app.server.anthropic.tools import parse_tool_choice, parse_tools
 from ember.app.server.chat_fields import schema_text
 from ember.app.server.errors import RequestInvalid
-from ember.app.server.schema import parse_sampling
+from ember.app.server.schema import MAX_STOP, MAX_STOP_CHARS
 from ember.engine.api import ConstraintSpec, GenerationRequest, SamplingParams
 from ember.engine.errors import EngineError
 
@@ -88,31 +89,44 @@ def _thinking(value: Any, effort: str | None, max_tokens: int | None) -> bool | 
     return True
 
 
-def _sampling(body: dict[str, Any], max_tokens_cap: int) -> SamplingParams:
-    """Anthropic's fields, in its ranges, through the one sampling builder (schema.py)."""
-    if "max_tokens" not in body:
-        raise RequestInvalid("max_tokens", "is required", status=400)
-    temperature = body.get("temperature")
-    if isinstance(temperature, int | float) and not isinstance(temperature, bool):
-        if not 0.0 <= temperature <= 1.0:  # Anthropic's range (OpenAI's goes to 2)
-            raise RequestInvalid("temperature", "must be between 0 and 1", status=400)
-    if not isinstance(body.get("stop_sequences", []), list):
-        raise RequestInvalid("stop_sequences", "must be a list of strings", status=400)
-    metadata = body.get("metadata")
-    if metadata is not None and (
-        not isinstance(metadata, dict)
-        or set(metadata) - {"user_id"}
-        or not isinstance(metadata.get("user_id", ""), str | None)
+def _stop_sequences(body: dict[str, Any]) -> tuple[str, ...]:
+    value = body.get("stop_sequences", [])
+    if (
+        not isinstance(value, list)
+        or len(value) > MAX_STOP
+        or not all(isinstance(s, str) and 0 < len(s) <= MAX_STOP_CHARS for s in value)
+    ):
+        raise RequestInvalid(
+            "stop_sequences", f"at most {MAX_STOP} non-empty strings of <= {MAX_STOP_CHARS}", 400
+        )
+    return tuple(value)
+
+
+def _metadata(value: Any) -> None:
+    if value is not None and (
+        not isinstance(value, dict)
+        or set(value) - {"user_id"}
+        or not isinstance(value.get("user_id", ""), str | None)
     ):
         raise RequestInvalid("metadata", 'must be {"user_id": string}', status=400)
-    names = {"max_tokens": "max_tokens", "temperature": "temperature", "top_p": "top_p",
-             "top_k": "top_k", "stop_sequences": "stop"}  # fmt: skip
-    fields = {theirs: body[ours] for ours, theirs in names.items() if ours in body}
+
+
+def _sampling(body: dict[str, Any], max_tokens_cap: int) -> SamplingParams:
+    """Anthropic's fields, checked against the Anthropic view of the parameter table
+    (app/parameters/views.py: temperature 0..1, default 1)."""
+    if "max_tokens" not in body:
+        raise RequestInvalid("max_tokens", "is required", status=400)
+    _metadata(body.get("metadata"))
     try:
-        return parse_sampling(fields, max_tokens_cap, chat=True)
-    except RequestInvalid as exc:
-        param = "stop_sequences" if exc.param == "stop" else exc.param
-        raise RequestInvalid(param, exc.reason, status=400) from None
+        fields = read_fields("anthropic", ("temperature", "top_p", "top_k"), body)
+        cap = max_tokens_cap
+        fields["max_tokens"] = check_field("anthropic", "max_tokens", body["max_tokens"], high=cap)
+    except ParameterInvalid as exc:
+        raise RequestInvalid(exc.field, exc.reason, status=400) from None
+    try:
+        return SamplingParams(stop=_stop_sequences(body), **fields)
+    except EngineError as exc:  # a value the engine cannot take (top_p 0)
+        raise RequestInvalid("sampling", str(exc), status=400) from None
 
 
 def _output_config(value: Any) -> tuple[str | None, ConstraintSpec | None]:
