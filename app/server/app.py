@@ -140,6 +140,9 @@ def _default_embedder(name: str) -> Embedder:
 
 
 def _guard_middleware(app: Any, guard: Guard) -> Any:
+    from ember.app.server.anthropic.errors import error_response as anthropic_error
+    from ember.app.server.anthropic.errors import is_anthropic_path
+
     async def middleware(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":
             headers = {
@@ -147,7 +150,8 @@ def _guard_middleware(app: Any, guard: Guard) -> Any:
             }
             refusal = guard.check(headers, scope["path"])
             if refusal is not None:
-                await _error(refusal[0], refusal[1])(scope, receive, send)
+                shape = anthropic_error if is_anthropic_path(scope["path"]) else _error
+                await shape(refusal[0], refusal[1])(scope, receive, send)
                 return
         await app(scope, receive, send)
 
@@ -187,6 +191,7 @@ def create_app(
         return JSONResponse(body, status_code=503 if sick else 200)
 
     from ember.app.server import embeddings, ollama, ollama_models
+    from ember.app.server.anthropic import routes as anthropic
     from ember.app.server.embedder_pool import EmbedderPool
 
     if embedders is None:
@@ -211,6 +216,7 @@ def create_app(
         *ollama.routes(pool, guard, embedders),
         *ollama_models.routes(pool, guard),
         *embeddings.routes(embedders, guard),
+        *anthropic.routes(pool, guard),
         Route("/ember/unload", unload, methods=["POST"]),
         Route("/health", health, methods=["GET"]),
         Route("/v1/models", models, methods=["GET"]),
