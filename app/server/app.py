@@ -188,6 +188,7 @@ def create_app(
 
     from ember.app.server import embeddings, ollama, ollama_models
     from ember.app.server.embedder_pool import EmbedderPool
+    from ember.app.server.responses import routes as responses
 
     if embedders is None:
         embedders = EmbedderPool(_default_embedder, pool, max_loaded=pool.max_loaded)
@@ -211,6 +212,7 @@ def create_app(
         *ollama.routes(pool, guard, embedders),
         *ollama_models.routes(pool, guard),
         *embeddings.routes(embedders, guard),
+        *responses.routes(pool, guard),
         Route("/ember/unload", unload, methods=["POST"]),
         Route("/health", health, methods=["GET"]),
         Route("/v1/models", models, methods=["GET"]),
