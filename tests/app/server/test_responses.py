@@ -73,7 +73,11 @@ def test_create_with_instructions_and_sampling(url: str, script: Script) -> None
     assert reply.usage.total_tokens == reply.usage.input_tokens + 4
     sent = script.last
     assert [(m.role, m.content) for m in sent.messages] == [("system", "Be brief."), ("user", "hi")]
-    assert (sent.sampling.max_tokens, sent.sampling.temperature, sent.sampling.top_p) == (50, 0.2, 0.9)
+    assert (sent.sampling.max_tokens, sent.sampling.temperature, sent.sampling.top_p) == (
+        50,
+        0.2,
+        0.9,
+    )
     assert reply.instructions == "Be brief." and reply.temperature == 0.2
 
 
@@ -109,7 +113,9 @@ def test_reasoning_and_function_call_items(url: str, script: Script) -> None:
     assert call.call_id and call.id.startswith("fc_") and reply.status == "completed"
     assert script.last.template_kwargs == {"enable_thinking": True, "reasoning_effort": "high"}
     assert reply.usage.output_tokens_details.reasoning_tokens == 4  # <think>, 2 words, </think>
-    events = list(client.responses.create(model="tiny", input="Weather?", tools=[TOOL], stream=True))
+    events = list(
+        client.responses.create(model="tiny", input="Weather?", tools=[TOOL], stream=True)
+    )
     kinds = [e.type for e in events]
     assert "response.reasoning_text.delta" in kinds
     args = "".join(e.delta for e in events if e.type == "response.function_call_arguments.delta")
@@ -128,7 +134,11 @@ def test_function_call_round_trip_items(url: str, script: Script) -> None:
     reply = _client(url).responses.create(model="tiny", input=history, tools=[TOOL])
     assert reply.output_text == "Hello, world!"
     roles = [(m.role, m.content, m.name) for m in script.last.messages]
-    assert roles == [("user", "Weather in Paris?", ""), ("assistant", "", ""), ("tool", "sunny", "get_weather")]
+    assert roles == [
+        ("user", "Weather in Paris?", ""),
+        ("assistant", "", ""),
+        ("tool", "sunny", "get_weather"),
+    ]
     assert script.last.messages[1].tool_calls[0].id == "c1"
 
 
