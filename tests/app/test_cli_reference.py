@@ -1,4 +1,4 @@
-"""The README's CLI reference is the real --help output (regenerate: python -m ember.app.cli_reference --write)."""
+"""docs/cli.md is the real --help output (regenerate: python -m ember.app.cli_reference --write)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from pathlib import Path
 
 from ember.app.cli_reference import END, START, render, splice
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 
 
 def test_readme_cli_reference_is_current() -> None:
-    text = README.read_text(encoding="utf-8")
+    text = REFERENCE.read_text(encoding="utf-8")
     assert START in text and END in text
     assert splice(text, render()) == text, "run: python -m ember.app.cli_reference --write"
 
