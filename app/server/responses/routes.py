@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from ember.app.server.errors import RequestInvalid
@@ -28,7 +28,7 @@ def _sse(event: Event) -> str:
     return f"event: {event['type']}\ndata: {json.dumps(event)}\n\n"
 
 
-async def _events(handle: RequestHandle, out: ResponseBuilder) -> AsyncIterator[Event]:
+async def _events(handle: RequestHandle, out: ResponseBuilder) -> AsyncGenerator[Event, None]:
     """The stream's events, the last one the response's end; aborts the request if the caller
     stops early (a client that went away)."""
     iterator = iter(handle)

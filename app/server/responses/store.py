@@ -89,10 +89,10 @@ class ResponseStore:
         return None if found is None else json.loads(found[0])
 
     def response(self, response_id: str) -> dict[str, Any] | None:
-        return self._row(response_id, "response")  # type: ignore[no-any-return]
+        return self._row(response_id, "response")
 
     def items(self, response_id: str) -> list[dict[str, Any]] | None:
-        return self._row(response_id, "items")  # type: ignore[no-any-return]
+        return self._row(response_id, "items")
 
     def delete(self, response_id: str) -> bool:
         with self._lock:
