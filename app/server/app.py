@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from starlette.responses import Response
 
     from ember.app.server.embedder_pool import EmbedderPool
+    from ember.app.server.llamaserver.metrics import ServerMetrics
     from ember.engine.embedding import Embedder
 
 
@@ -155,11 +156,14 @@ def _guard_middleware(app: Any, guard: Guard) -> Any:
 
 
 def create_app(
-    pool: ModelPool, guard: Guard, embedders: EmbedderPool | None = None
+    pool: ModelPool,
+    guard: Guard,
+    embedders: EmbedderPool | None = None,
+    metrics: ServerMetrics | None = None,
 ) -> Starlette:
     """The ASGI app: routes plus the Host/Origin/key/size guard in front of them; embedders
     serves /v1/embeddings and /api/embed (default: each served model loaded on llama.cpp with
-    the engine's default options)."""
+    the engine's default options); metrics: what GET /metrics shows (None: off, a 501)."""
     from starlette.applications import Starlette
     from starlette.middleware import Middleware
     from starlette.responses import JSONResponse
@@ -188,6 +192,7 @@ def create_app(
 
     from ember.app.server import embeddings, ollama, ollama_models
     from ember.app.server.embedder_pool import EmbedderPool
+    from ember.app.server.llamaserver import routes as llamaserver
     from ember.app.server.responses import routes as responses
 
     if embedders is None:
@@ -213,6 +218,7 @@ def create_app(
         *ollama_models.routes(pool, guard),
         *embeddings.routes(embedders, guard),
         *responses.routes(pool, guard),
+        *llamaserver.routes(pool, guard, metrics),
         Route("/ember/unload", unload, methods=["POST"]),
         Route("/health", health, methods=["GET"]),
         Route("/v1/models", models, methods=["GET"]),

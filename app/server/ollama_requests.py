@@ -32,7 +32,7 @@ OPTIONS = {
 CHAT_FIELDS = {"model", "messages", "stream", "format", "options", "tools", "keep_alive", "think"}
 GENERATE_FIELDS = {"model", "prompt", "system", "raw", "stream", "format", "options", "keep_alive"}
 CHAT_FIELDS |= {"logprobs", "top_logprobs"}  # app/server/logprob_fields.py
-GENERATE_FIELDS |= {"logprobs", "top_logprobs"}
+GENERATE_FIELDS |= {"logprobs", "top_logprobs", "suffix"}  # suffix: fill-in-the-middle
 
 
 def _refuse_unknown(body: dict[str, Any], known: set[str]) -> None:
@@ -161,7 +161,12 @@ def parse_generate(
         return _model(body), False, keep, None
     options = sampling(body.get("options"), cap, body)
     spec = constraint(body.get("format"))
-    if body.get("raw"):
+    suffix = body.get("suffix")
+    if suffix is not None and suffix != "":  # the engine's FIM path, as /infill
+        if not isinstance(suffix, str) or system:
+            raise RequestInvalid("suffix", "must be a string (and comes without system)", status=400)
+        request = _request(prompt=prompt, suffix=suffix, sampling=options, constraint=spec)
+    elif body.get("raw"):
         request = _request(
             prompt=f"{system}\n\n{prompt}" if system else prompt, sampling=options, constraint=spec
         )
