@@ -52,7 +52,7 @@ async def _stream(
                 for chunk in _with_logprobs(out, out.delta_chunks("", final=True)):
                     yield f"data: {json.dumps(chunk)}\n\n"
                 if event.reason == "error":
-                    status = 422 if event.refused else 500
+                    status = 400 if event.refused else 500
                     kind = "invalid_request_error" if event.refused else "server_error"
                     err = {"error": {"message": event.error, "type": kind, "code": status}}
                     yield f"data: {json.dumps(err)}\n\n"
@@ -106,7 +106,7 @@ def _make_endpoint(pool: ModelPool, guard: Guard, chat: bool) -> Callable[[Reque
             handle = backend.submit(parsed.request)
         except EmberError as exc:
             pool.release(name)
-            return _error(422, str(exc))
+            return _error(400, str(exc))
         parse_tools = bool(parsed.request.offered_tools)
         wants_logprobs = parsed.request.sampling.logprobs
         out = Completion(chat, name, backend.info.tool_format, parse_tools, wants_logprobs)
@@ -125,7 +125,7 @@ def _make_endpoint(pool: ModelPool, guard: Guard, chat: bool) -> Callable[[Reque
         finally:
             pool.release(name)
         if fin.reason == "error" and fin.refused:  # the input was wrong: the template refused it
-            return _error(422, fin.error, "messages")
+            return _error(400, fin.error, "messages")
         if fin.reason == "error":
             return _error(500, fin.error or "generation failed")
         return JSONResponse(out.whole(fin))
@@ -233,9 +233,10 @@ def create_app(
         pool.close()
         embedders.close()
 
-    return Starlette(
-        routes=routes, lifespan=lifespan, middleware=[Middleware(_GuardWrapper, guard=guard)]
-    )
+    from ember.app.server.cors import CorsMiddleware
+
+    guards = [Middleware(CorsMiddleware, guard=guard), Middleware(_GuardWrapper, guard=guard)]
+    return Starlette(routes=routes, lifespan=lifespan, middleware=guards)
 
 
 class _GuardWrapper:

@@ -1,4 +1,4 @@
-"""Validation of OpenAI-style request bodies into engine requests (422 with a reason on bad input).
+"""Validation of OpenAI-style request bodies into engine requests (400 with a reason on bad input).
 
 Types are checked strictly (a bool is not an int, a string is not a number) and every numeric
 parameter is bounded, so nothing the client sends reaches the engine unchecked.

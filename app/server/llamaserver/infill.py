@@ -57,7 +57,7 @@ def parse_infill(body: Any, max_tokens_cap: int) -> ParsedRequest:
         parsed = parse_completion({**rest, "prompt": prefix or " "}, max_tokens_cap)
     except RequestInvalid as exc:
         param = "n_predict" if exc.param == "max_tokens" and "n_predict" in body else exc.param
-        raise RequestInvalid(param, exc.reason, status=400) from None
+        raise RequestInvalid(param, exc.reason, status=exc.status) from None
     request = replace(parsed.request, prompt=prefix, suffix=texts["input_suffix"])
     return replace(parsed, request=request)
 

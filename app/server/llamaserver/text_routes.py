@@ -98,10 +98,7 @@ def detokenize_body(body: Any) -> tuple[Any, Any]:
 
 
 def template_body(body: Any, max_tokens_cap: int) -> tuple[Any, Any]:
-    try:
-        parsed = parse_chat(body, max_tokens_cap)
-    except RequestInvalid as exc:
-        raise RequestInvalid(exc.param, exc.reason, status=400) from None
+    parsed = parse_chat(body, max_tokens_cap)
 
     def run(engine: Engine) -> dict[str, Any]:
         return {"prompt": engine.tokenizer.decode(engine.encode(parsed.request))}

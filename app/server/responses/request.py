@@ -154,7 +154,7 @@ def _renamed(exc: RequestInvalid) -> RequestInvalid:
     param = exc.param
     for pattern, replacement in RENAMES:
         param = re.sub(pattern, replacement, param)
-    return RequestInvalid(param, exc.reason, status=400 if exc.status == 422 else exc.status)
+    return RequestInvalid(param, exc.reason, status=exc.status)
 
 
 def parse_responses(
