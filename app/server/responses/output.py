@@ -14,7 +14,7 @@ import time
 import uuid
 from typing import Any
 
-from ember.app.server.reply_splitter import ReplySplitter
+from ember.app.reply_splitter import ReplySplitter
 from ember.engine.api import Finished
 from ember.models.text.tool_calls import ArgsDelta, CallStart, ToolCall
 

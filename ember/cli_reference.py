@@ -1,6 +1,6 @@
 """The CLI reference (docs/cli.md), generated from the real argument parser's --help.
 
-`python -m ember.app.cli_reference --write` rewrites the section of docs/cli.md between the
+`python -m ember.cli_reference --write` rewrites the section of docs/cli.md between the
 markers; a test checks that the file matches, so the reference never drifts from the code.
 """
 
@@ -22,7 +22,7 @@ def _help(parser: argparse.ArgumentParser) -> str:
 
 def render() -> str:
     """Markdown for `ember --help` and every subcommand's --help."""
-    from ember.app.cli import build_parser
+    from ember.__main__ import build_parser
 
     os.environ["COLUMNS"] = "100"
     parser = build_parser()
