@@ -59,7 +59,7 @@ class ServerMetrics:
 
     def metered(self, load: Callable[[str], Backend]) -> Callable[[str], Backend]:
         """A model loader whose backends report here."""
-        return lambda name: MeteredBackend(load(name), self)  # type: ignore[return-value]
+        return lambda name: MeteredBackend(load(name), self)
 
 
 class MeteredHandle:

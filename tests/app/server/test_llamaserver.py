@@ -31,7 +31,7 @@ def loader() -> Loader:
 
 
 def _serve(loader: Loader, metrics: ServerMetrics | None) -> Iterator[str]:
-    load = metrics.metered(loader) if metrics else loader  # type: ignore[arg-type]
+    load = metrics.metered(loader) if metrics else loader
     pool = ModelPool(load, lambda: ["tiny"], default_model="tiny", max_tokens_cap=512)
     with running_server(pool, Guard(bind_host="127.0.0.1"), metrics=metrics) as url:
         yield url

@@ -1,6 +1,7 @@
-"""What llama-server's and OpenAI's own tests expect, against a real `ember serve --api-key` on
-the starter model: OpenAI's error object with 400 on every OpenAI route, CORS preflights that
-need no key, a history whose tool-call arguments are not JSON refused by name."""
+"""What llama-server's, OpenAI's and Ollama's own tests expect, against a real `ember serve
+--api-key` on the starter model: OpenAI's error object with 400 on every OpenAI route, CORS
+preflights that need no key, a history whose tool-call arguments are not JSON refused by name;
+Ollama's durations, load / unload, `name:latest`, details, `images: []` and its options."""
 
 from __future__ import annotations
 
@@ -22,8 +23,12 @@ AUTH = {"Authorization": f"Bearer {KEY}"}
 
 
 @pytest.fixture(scope="module")
-def url(starter_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    home = tmp_path_factory.mktemp("serve_home")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("serve_home")
+
+
+@pytest.fixture(scope="module")
+def url(starter_gguf: Path, home: Path) -> Iterator[str]:
     env = {**os.environ, "EMBER_HOME": str(home), "HF_HUB_OFFLINE": "1"}
     ember = [sys.executable, "-m", "ember"]
     subprocess.run([*ember, "add", str(starter_gguf), "--name", MODEL], env=env, check=True,
@@ -81,3 +86,44 @@ def test_cors_preflight_needs_no_key(url: str) -> None:
     assert models.status_code == 200 and models.headers["access-control-allow-origin"] == origin
     evil = httpx.options(f"{url}/v1/models", headers=ask | {"Origin": "https://evil.example"})
     assert evil.status_code == 403 and "access-control-allow-origin" not in evil.headers
+
+
+def _ollama(url: str, route: str, body: dict) -> httpx.Response:
+    return httpx.post(f"{url}{route}", json=body, headers=AUTH, timeout=300)
+
+
+def test_ollama_unload_load_and_durations(url: str) -> None:
+    gone = _ollama(url, "/api/generate", {"model": MODEL, "keep_alive": 0}).json()
+    assert gone["done_reason"] == "unload"
+    ask = {"model": f"{MODEL}:latest", "prompt": "Hi", "stream": False, "images": [],
+           "options": {"num_predict": 4, "temperature": 0, "num_keep": 5, "num_thread": 2}}  # fmt: skip
+    reply = _ollama(url, "/api/generate", ask)
+    assert reply.status_code == 200, reply.text
+    done = reply.json()
+    assert done["model"] == MODEL  # name:latest is the name
+    assert done["load_duration"] > 1e6  # this request loaded the model: > 1 ms
+    assert done["prompt_eval_duration"] > 0 and done["eval_duration"] > 0
+    parts = done["load_duration"] + done["prompt_eval_duration"] + done["eval_duration"]
+    assert done["total_duration"] >= parts
+    again = _ollama(url, "/api/generate", ask).json()
+    assert again["load_duration"] < done["load_duration"]  # already loaded
+    loaded = _ollama(url, "/api/generate", {"model": MODEL}).json()
+    assert loaded["done_reason"] == "load"
+
+
+def test_ollama_refusals(url: str, home: Path) -> None:
+    no_model = _ollama(url, "/api/chat", {"messages": [{"role": "user", "content": "hi"}]})
+    assert no_model.status_code == 400 and no_model.json()["error"].startswith("model")
+    image = {"model": MODEL, "prompt": "What is this?", "images": ["aGk="]}
+    refused = _ollama(url, "/api/generate", image)
+    assert refused.status_code == 400 and "text only" in refused.json()["error"]
+    assert "num_keep" in (home / "serve.log").read_text()  # a documented option: logged
+
+
+def test_ollama_details(url: str) -> None:
+    shown = _ollama(url, "/api/show", {"model": MODEL}).json()["details"]
+    listed = httpx.get(f"{url}/api/tags", headers=AUTH, timeout=60).json()["models"]
+    tags = next(m["details"] for m in listed if m["name"] == MODEL)
+    for details in (shown, tags):
+        assert details["family"] == "gemma3" and details["quantization_level"] == "Q4_K_M"
+        assert details["parameter_size"] == "268M"
