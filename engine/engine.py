@@ -163,7 +163,8 @@ class Engine:
                 "base_chat": getattr(chat, "kind", "template") == "scaffold",
             },
             tool_format=str(getattr(chat, "tool_format", None) or "generic"),
-            kv_cache=runner.info.dtype,
+            kv_cache=options.kv_cache,
+            kv_element=runner.info.dtype,
             kv_cache_bytes=num_blocks * options.block_size * runner.info.kv_bytes_per_token,
             context_note=context_note,
         )

@@ -12,24 +12,15 @@ import json
 import logging
 from typing import Any
 
+from ember.app.parameters import PARAMETERS, VIEWS, ParameterInvalid, check_field
 from ember.app.server import chat_fields, logprob_fields
 from ember.app.server.errors import RequestInvalid
 from ember.engine.api import ChatMessage, ConstraintSpec, GenerationRequest, SamplingParams
 from ember.engine.errors import EngineError
 from ember.models.text.tool_calls import ToolCall
 
-OPTIONS = {
-    "num_predict": ("max_tokens", int),
-    "temperature": ("temperature", float),
-    "top_k": ("top_k", int),
-    "top_p": ("top_p", float),
-    "min_p": ("min_p", float),
-    "repeat_penalty": ("repeat_penalty", float),
-    "repeat_last_n": ("penalty_last_n", int),
-    "presence_penalty": ("presence_penalty", float),
-    "frequency_penalty": ("frequency_penalty", float),
-    "seed": ("seed", int),
-}
+# Ollama's option name -> (the parameter, its type): the table's Ollama view
+OPTIONS = {v.field: (name, PARAMETERS[name].kind) for name, v in VIEWS["ollama"].items()}
 CHAT_FIELDS = {"model", "messages", "stream", "format", "options", "tools", "keep_alive", "think"}
 GENERATE_FIELDS = {"model", "prompt", "system", "raw", "stream", "format", "options", "keep_alive"}
 CHAT_FIELDS |= {"logprobs", "top_logprobs"}  # app/server/logprob_fields.py
@@ -50,6 +41,17 @@ def _refuse_unknown(body: dict[str, Any], known: set[str]) -> None:
     for key in body:
         if key not in known:
             raise RequestInvalid(str(key)[:64], "is not supported by this server", status=400)
+
+
+def _in_range(name: str, value: Any) -> Any:
+    """value, inside the Ollama view of name's range (app/parameters: the engine's, as Ollama
+    documents none); num_predict's -1 and -2 and its --ctx cap are sampling()'s own."""
+    if name == "max_tokens":
+        return value
+    try:
+        return check_field("ollama", name, value, prefix="options.")
+    except ParameterInvalid as exc:
+        raise RequestInvalid(exc.field, exc.reason, status=400) from None
 
 
 def sampling(options: Any, cap: int, body: dict[str, Any] | None = None) -> SamplingParams:
@@ -80,7 +82,7 @@ def sampling(options: Any, cap: int, body: dict[str, Any] | None = None) -> Samp
                 raise RequestInvalid(f"options.{key}", "must be a number", status=400)
             if kind is int and not float(value).is_integer():
                 raise RequestInvalid(f"options.{key}", "must be an integer", status=400)
-            fields[name] = kind(value)
+            fields[name] = _in_range(name, kind(value))
         else:
             raise RequestInvalid(f"options.{key}", "is not supported by this server", status=400)
     if fields["max_tokens"] in (-1, -2):  # Ollama: unlimited / fill the context

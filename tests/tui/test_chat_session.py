@@ -154,7 +154,9 @@ def test_bad_chat_settings_keep_the_user_message_and_start_nothing(
 ) -> None:
     conv = session.ensure_conversation()
     session.update(settings={**conv.settings, "top_p": 0.0})
-    with pytest.raises(EmberError, match="cannot generate: sampling top_p=0.0"):
+    with pytest.raises(
+        EmberError, match=r"cannot generate: this chat: setting top_p=0.0: must be in \(0, 1\]$"
+    ):
         session.send("hello?")
     assert not session.busy
     assert stored(session) == [("user", "complete", "hello?")]

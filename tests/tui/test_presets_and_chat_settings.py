@@ -17,6 +17,8 @@ pytestmark = pytest.mark.anyio
 
 
 async def _set_field(pilot: Pilot[None], screen: Screen[object], selector: str, value: str) -> None:
+    # a dialog is the screen before its form has composed its fields (seen on a loaded machine)
+    await wait_for(pilot, lambda: bool(screen.query(selector)))
     widget = screen.query_one(selector)
     if isinstance(widget, TextArea):
         widget.load_text(value)
