@@ -16,7 +16,7 @@ from ember.app.config import load_settings
 from ember.app.mcp.config import McpServerConfig
 from ember.app.mcp.hub import McpHub
 from ember.tui.app import EmberApp
-from ember.tui.screens.chat import ChatScreen
+from ember.tui.screens.chat.screen import ChatScreen
 from ember.tui.screens.tool_consent import ToolConsentDialog
 from ember.tui.toolbox import McpToolbox
 from ember.tui.widgets.message_view import MessageBox, MessageView
