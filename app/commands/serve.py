@@ -63,6 +63,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--max-body-bytes", type=int, default=1 << 20, help="request body limit")
     parser.add_argument("--max-loaded", type=int, default=1, help="models kept loaded while idle")
+    parser.add_argument(
+        "--metrics", action="store_true", help="serve GET /metrics (Prometheus text format)"
+    )
     add_engine_flags(parser, remote=False)
 
 
@@ -187,8 +190,12 @@ def run(args: argparse.Namespace) -> int:
         return load_embedding_model(options_for(name))
 
     aliases = _aliases(args)
+
+    from ember.app.server.llamaserver.metrics import ServerMetrics
+
+    metrics = ServerMetrics() if args.metrics else None  # counts every API's requests
     pool = ModelPool(
-        load,
+        metrics.metered(load) if metrics else load,
         registered_names,
         default_model=args.model,
         max_loaded=args.max_loaded,
@@ -213,5 +220,10 @@ def run(args: argparse.Namespace) -> int:
         flush=True,
     )
     embedders = EmbedderPool(load_embedder, pool, max_loaded=args.max_loaded)
-    uvicorn.run(create_app(pool, guard, embedders), host=args.host, port=args.port, log_level="warning")
+    uvicorn.run(
+        create_app(pool, guard, embedders, metrics),
+        host=args.host,
+        port=args.port,
+        log_level="warning",
+    )
     return 0

@@ -1,5 +1,5 @@
 """The chat fields beyond plain text: tools, tool_choice, tool turns, response_format, template
-kwargs, and the refusal of every field Ember does not serve (422 naming it, never ignored)."""
+kwargs, and the refusal of every field Ember does not serve (400 naming it, never ignored)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ KNOWN = frozenset(
 
 
 def refuse_unknown(body: dict[str, Any]) -> None:
-    """422 naming the first field Ember does not serve."""
+    """400 naming the first field Ember does not serve."""
     for key in body:
         if key not in KNOWN:
             raise RequestInvalid(str(key)[:64], "is not supported by this server")
@@ -109,6 +109,12 @@ def parse_tool_calls(value: Any, index: int) -> tuple[ToolCall, ...]:
         name, arguments = fn.get("name"), fn.get("arguments", "{}")
         if not isinstance(name, str) or not name or not isinstance(arguments, str):
             raise RequestInvalid(f"{param}[{j}].function", "needs a name and arguments (text)")
+        try:  # a template renders them as JSON: text that is not JSON would break the prompt
+            parsed = json.loads(arguments or "{}")
+        except (ValueError, RecursionError):
+            parsed = None
+        if not isinstance(parsed, dict):
+            raise RequestInvalid(f"{param}[{j}].function.arguments", "must be a JSON object (text)")
         call_id = item.get("id") or f"call_{index}_{j}"
         calls.append(ToolCall(name, arguments, str(call_id)))
     return tuple(calls)

@@ -51,6 +51,8 @@ class ModelPool(LoadedPool[Backend]):
         name = requested or self.default_model
         if not name:
             raise RequestInvalid("model", "no model named and the server has no default (--model)")
+        if name.endswith(":latest") and not self.serves(name) and self.serves(name[:-7]):
+            name = name[: -len(":latest")]  # Ollama's default tag: Ember's names carry none
         if not self.serves(name):
             target = self.aliases.target(name)
             if target is None or not self.serves(target):
