@@ -32,6 +32,7 @@ from ember.engine.dry import BreakerPrecompile
 from ember.engine.errors import EngineError
 from ember.engine.forward import apply_kv_work, pool_blocks, seq_step
 from ember.engine.prompt import ChatRenderer, PromptEncoder
+from ember.engine.reasoning_budget import ReasoningBudget
 from ember.engine.request_state import RequestState
 from ember.engine.runners.base import ForwardBatch, SeqStep
 from ember.engine.scheduler import (
@@ -217,6 +218,10 @@ class Engine:
         spec = request.constraint or self.prompts.tool_constraint(request)
         if spec is not None:
             state.constraint = self.constraints.compile(spec)
+        if request.sampling.reasoning_budget is not None:
+            state.reasoning = ReasoningBudget.create(
+                self.tokenizer, request.sampling.reasoning_budget, seq.token_ids
+            )
         if self.prefix_store is not None:
             self.prefix_store.restore(seq.token_ids, self.blocks, self.runner)
         self.scheduler.add(seq)
