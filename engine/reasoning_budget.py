@@ -84,9 +84,9 @@ class ReasoningBudget:
             ahead = copy.copy(self)
             for token in emitted:
                 ahead.advance(token)
-        token = ahead.forced_token()
-        if token is None:
+        forced = ahead.forced_token()
+        if forced is None:
             return row
         out = np.full_like(row, -np.inf, dtype=np.float32)
-        out[token] = 0.0
+        out[forced] = 0.0
         return out

@@ -16,7 +16,7 @@ from ember.engine.speculative.lookup import PromptLookupProposer
 from ember.models.text.think_splitter import split_thinking
 from tests.engine.helpers import make_engine, run
 from tests.engine.speculative.spec_helpers import spec_engine
-from tests.engine.thinking_runner import ThinkingFakeRunner
+from tests.engine.thinking_runner import THOUGHT, ThinkingFakeRunner
 
 ASK = (ChatMessage("user", "weather?"),)
 
@@ -37,7 +37,7 @@ def test_the_block_holds_at_most_budget_tokens_then_the_answer_follows(budget: i
     final = run(make_engine(ThinkingFakeRunner()), _ask(budget))
     reasoning, content = split_thinking(final.text)
     assert final.reason == "stop" and content == "It rains."
-    assert reasoning == ("hmm " * budget)[:budget].strip()  # one byte per token
+    assert reasoning == THOUGHT[:budget].decode().strip()  # one byte per token
     think = final.token_ids[len(b"<think>") : final.text.index("</think>")]
     assert len(think) == budget
 
@@ -54,7 +54,7 @@ def test_sampled_and_drafted_decoding_force_the_same_close() -> None:
         reasoning, content = split_thinking(final.text)
         assert len(reasoning) <= 12 and content == "It rains."
         if proposer is not None:
-            assert final.stats.drafted_tokens > 0  # "hmm " repeats: prompt lookup drafts it
+            assert final.stats.drafted_tokens > 0  # "It rains." and digits: lookup drafts
 
 
 def test_a_prompt_that_opens_the_block_counts_from_the_first_token() -> None:

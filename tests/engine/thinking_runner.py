@@ -1,5 +1,5 @@
-"""A FakeRunner that reasons forever: it opens <think>, repeats "hmm " until its context holds
-</think>, then answers "It rains." and ends its turn. Its logits are the script's next byte
+"""A FakeRunner that reasons forever: it opens <think>, counts "1 2 3 ..." (no cycle, so the
+loop detector lets it go on) until its context holds </think>, then answers "It rains." and ends its turn. Its logits are the script's next byte
 (one-hot, far above the rest), read from the context through the block table like any logit,
 so it runs through the real engine: scheduler, sampling, drafts and the reasoning budget."""
 
@@ -9,7 +9,8 @@ import numpy as np
 
 from ember.engine.runners.fake import EOT_ID, FakeRunner
 
-THINK, CLOSE, ANSWER, HMM = b"<think>", b"</think>", b"It rains.", b"hmm "
+THINK, CLOSE, ANSWER = b"<think>", b"</think>", b"It rains."
+THOUGHT = " ".join(str(i) for i in range(1, 5000)).encode()  # ~24k bytes of reasoning
 SCRIPT_LOGIT = 40.0
 
 
@@ -31,7 +32,7 @@ class ThinkingFakeRunner(FakeRunner):
         if len(reply) < len(THINK):
             return self._byte(THINK[len(reply)])
         thought = reply[len(THINK) :]
-        return self._byte(HMM[len(thought) % len(HMM)])
+        return self._byte(THOUGHT[len(thought) % len(THOUGHT)])
 
     def _byte(self, value: int) -> int:
         return self.tokenizer.encode(chr(value))[0]
