@@ -134,9 +134,9 @@ def _make_endpoint(pool: ModelPool, guard: Guard, chat: bool) -> Callable[[Reque
 
 def _default_embedder(name: str) -> Embedder:
     from ember.app.loading import load_embedding_model
-    from ember.engine.api import EngineOptions
+    from ember.app.options import engine_options
 
-    return load_embedding_model(EngineOptions(model=name))
+    return load_embedding_model(engine_options(name))
 
 
 def _guard_middleware(app: Any, guard: Guard) -> Any:
