@@ -274,7 +274,6 @@ class Engine:
         if not out.scheduled:
             return
         batch = ForwardBatch([self._seq_step(item) for item in out.scheduled])
-        started = time.perf_counter()
         try:
             logits = self.runner.forward(batch)
         except Exception as exc:  # a runner failure ends the scheduled requests, not the engine
@@ -286,9 +285,7 @@ class Engine:
         now = time.perf_counter()
         for item, rows in zip(out.scheduled, logits, strict=True):
             try:
-                self._after_forward(
-                    item, rows, now, (now - started) * len(item.token_ids) / batch.num_tokens
-                )
+                self._after_forward(item, rows, now)
             except Exception as exc:  # sampling, detokenizing, a stop rule: this request only
                 log.exception("request %d failed", item.seq.request_id)
                 self.fail_request(item.seq.request_id, f"request failed: {describe(exc)}")
@@ -300,13 +297,9 @@ class Engine:
         wants_logits = item.num_tokens == seq.num_pending
         return seq_step(seq, item.token_ids, 1 + len(item.draft_ids) if wants_logits else 1)
 
-    def _after_forward(
-        self, item: ScheduledSeq, rows: np.ndarray, now: float, share_s: float
-    ) -> None:
+    def _after_forward(self, item: ScheduledSeq, rows: np.ndarray, now: float) -> None:
         seq = item.seq
         state = self._states[seq.seq_id]
-        if seq.is_prefilling:
-            seq.prefill_compute_s += share_s
         seq.num_processed += item.num_tokens
         if seq.num_pending:  # mid-prompt chunk: nothing to sample yet
             self.blocks.register_full_blocks(seq)
