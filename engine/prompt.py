@@ -41,6 +41,8 @@ class PromptEncoder:
         """The prompt token ids of a request (chat template, raw text or given ids)."""
         if request.prompt_ids is not None:
             ids = list(request.prompt_ids)
+        elif request.prompt is not None and request.suffix is not None:
+            ids = self._fim_prompt(request.prompt, request.suffix)
         elif request.prompt is not None:
             add_bos = self.tokenizer.add_bos if request.add_bos is None else request.add_bos
             ids = self.tokenizer.encode(request.prompt, add_bos=add_bos, parse_special=True)
@@ -52,6 +54,17 @@ class PromptEncoder:
         if any(not 0 <= t < vocab for t in ids):
             raise EngineError(f"request: token ids must be in [0, {vocab})")
         return ids
+
+    def _fim_prompt(self, prefix: str, suffix: str) -> list[int]:
+        from ember.models.text.fim import fim_prompt, fim_tokens
+
+        tokens = fim_tokens(self.tokenizer)
+        if tokens is None:
+            raise EngineError(
+                f"model {self.model_name} has no fill-in-the-middle tokens: suffix and /infill "
+                "need a code model trained for FIM"
+            )
+        return fim_prompt(self.tokenizer, tokens, prefix, suffix)
 
     def _render_chat(self, request: GenerationRequest) -> list[int]:
         if self.chat is None:

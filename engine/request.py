@@ -218,12 +218,17 @@ class GenerationRequest:
     # a grammar) or a tool's name (a call to that one, enforced)
     tool_choice: str = "auto"
     template_kwargs: Mapping[str, Any] = field(default_factory=dict)  # e.g. enable_thinking
+    # fill-in-the-middle: prompt is the text before the cursor, suffix the text after it; the
+    # engine builds the model's FIM prompt (models/text/fim.py), refused without FIM tokens
+    suffix: str | None = None
     request_id: int = field(default_factory=lambda: next(_request_ids))
 
     def __post_init__(self) -> None:
         given = [x is not None for x in (self.messages, self.prompt, self.prompt_ids)]
         if sum(given) != 1:
             raise EngineError("request: give exactly one of messages, prompt or prompt_ids")
+        if self.suffix is not None and self.prompt is None:
+            raise EngineError("request suffix: only a raw prompt can have a suffix")
         names = [tool.name for tool in self.tools]
         if len(set(names)) != len(names):
             raise EngineError("request tools: two tools have the same name")
