@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -15,6 +14,7 @@ from ember.app.server.security import Guard
 from ember.models.errors import RegistryError
 from tests.app.scripted_backend import ScriptedBackend
 from tests.app.server.server_harness import running_server
+from tests.waiting import wait_until
 
 if TYPE_CHECKING:
     import openai
@@ -215,8 +215,5 @@ def test_client_disconnect_aborts_request() -> None:
             got = [next(lines) for _ in range(6)]
             assert any("Hello" in line for line in got)
         handle = loader.loaded["tiny"].handles[0]
-        deadline = time.monotonic() + 20
-        while not handle.aborted and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert handle.aborted
+        wait_until(lambda: handle.aborted, "the disconnect aborts the request", 20)
         assert handle.result().reason == "abort"
