@@ -42,7 +42,7 @@ def parse_go_duration(text: str) -> float:
         assert match is not None  # every group may be empty: the pattern always matches
         whole, fraction, unit = match.group(1), match.group(2), match.group(3)
         if not whole and not fraction:
-            raise ValueError(f"expected a number at {body[pos:pos + 8]!r}")
+            raise ValueError(f"expected a number at {body[pos : pos + 8]!r}")
         if unit not in _UNITS_S:
             raise ValueError("missing unit" if not unit else f"unknown unit {unit[:8]!r}")
         total += float(f"{whole or 0}.{fraction or 0}") * _UNITS_S[unit]

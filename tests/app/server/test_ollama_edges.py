@@ -78,7 +78,7 @@ def test_a_huge_keep_alive_never_breaks_api_ps(server: str) -> None:
     for value in (1e12, 1e300, "99999999h"):
         assert _chat(server, keep_alive=value).status_code == 200
         assert httpx.get(f"{server}/api/ps", timeout=30).status_code == 200
-    raw = (b'{"model": "fake", "prompt": "", "keep_alive": Infinity}')  # Python's json reads it
+    raw = b'{"model": "fake", "prompt": "", "keep_alive": Infinity}'  # Python's json reads it
     headers = {"content-type": "application/json"}
     reply = httpx.post(f"{server}/api/generate", content=raw, headers=headers, timeout=60)
     assert reply.status_code == 200
