@@ -32,6 +32,7 @@ from ember.engine.block_manager import BlockManager
 from ember.engine.constraint import ConstraintCompiler
 from ember.engine.dry import BreakerPrecompile
 from ember.engine.errors import EngineError
+from ember.engine.json_schema import prepare_schema
 from ember.engine.logprobs import Scored, score_rows
 from ember.engine.request_state import RequestState
 from ember.engine.runners.base import ForwardBatch, SeqStep
@@ -293,6 +294,8 @@ class Engine:
         if request.tool_choice != "required":
             tools = [t for t in tools if t["name"] == request.tool_choice]
         fmt = tool_format(self.info.tool_format)
+        # each tool's parameters checked and bounded like a response schema (json_schema.py)
+        tools = [t | {"parameters": prepare_schema(t["parameters"], "tools")} for t in tools]
         return ConstraintSpec("lark", tool_call_grammar(tools, fmt, self._special_id))
 
     def _special_id(self, text: str) -> int | None:

@@ -89,6 +89,7 @@ def constraint(value: Any) -> ConstraintSpec | None:
     if value == "json":
         return ConstraintSpec("json_object")
     if isinstance(value, dict):
+        chat_fields.check_schema(value, "format", status=400)
         return ConstraintSpec("json_schema", json.dumps(value))
     raise RequestInvalid("format", 'must be "json" or a JSON schema object', status=400)
 
