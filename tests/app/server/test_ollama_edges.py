@@ -14,7 +14,8 @@ from ember.app.server.durations import FOREVER, keep_alive_s, parse_go_duration
 from ember.app.server.errors import RequestInvalid
 from ember.app.server.pool import ModelPool
 from ember.app.server.security import Guard
-from ember.engine.api import EngineOptions, load_engine
+from ember.engine.api import EngineOptions
+from ember.engine.load import load_engine
 from tests.app.server.server_harness import running_server
 
 ASK = [{"role": "user", "content": "hi"}]
