@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from ember.app.options import add_engine_flags, add_repetition_flags
+from ember.app.options import add_engine_flags, add_repetition_flags, add_sampling_flags
 
 NAME = "run"
 HELP = "Generate a reply to one prompt and stream it to stdout (prompt from stdin if omitted)."
@@ -36,15 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--raw", action="store_true", help="no chat template: the prompt is the model input"
     )
-    parser.add_argument("--max-tokens", type=int, help="most tokens to generate")
-    parser.add_argument("--temperature", type=float, help="0 = greedy (exact argmax)")
-    parser.add_argument("--top-k", type=int, help="keep the k most likely tokens (0 = off)")
-    parser.add_argument("--top-p", type=float, help="nucleus sampling mass (1 = off)")
-    parser.add_argument("--min-p", type=float, help="drop tokens below min-p x the top probability")
-    parser.add_argument(
-        "--repeat-penalty", type=float, help="llama.cpp's repetition penalty (1 = off)"
-    )
-    parser.add_argument("--seed", type=int, help="random seed for reproducible sampling")
+    add_sampling_flags(parser)
     add_repetition_flags(parser)
     shape = parser.add_mutually_exclusive_group()
     shape.add_argument(
@@ -167,6 +159,7 @@ def run(args: argparse.Namespace) -> int:
             "runner": stats.runner,
             "device": stats.device,
             "kv_cache": backend.info.kv_cache,
+            "kv_element": backend.info.kv_element,
             "kv_cache_bytes": backend.info.kv_cache_bytes,
         }
         record.update({name: getattr(stats, name) for name in JSON_FIELDS})
