@@ -56,7 +56,8 @@ def test_keep_alive_is_bounded_and_negative_means_forever() -> None:
     assert keep_alive_s("5m") == 300 and keep_alive_s("300") == 300 and keep_alive_s(7) == 7
     for forever in (-1, "-1", "-5m", 1e12, 1e300, float("inf"), "99999999h"):
         assert keep_alive_s(forever) == FOREVER
-    for bad in (float("nan"), True, [], {}, "--5m"):
+    bad_values: tuple[object, ...] = (float("nan"), True, [], {}, "--5m")
+    for bad in bad_values:
         with pytest.raises(RequestInvalid, match="keep_alive"):
             keep_alive_s(bad)
 

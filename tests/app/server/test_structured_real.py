@@ -12,6 +12,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -54,10 +55,9 @@ def test_a_strict_schema_reply_closes_on_the_openai_route(server: str) -> None:
 
     client = openai.OpenAI(base_url=f"{server}/v1", api_key="unused", max_retries=0, timeout=300)
     schema = {"name": "city", "strict": True, "schema": CITY}
-    reply = client.chat.completions.create(
-        model=MODEL, messages=ASK, max_tokens=400, temperature=0,  # type: ignore[arg-type]
-        response_format={"type": "json_schema", "json_schema": schema},  # type: ignore[typeddict-item]
-    )  # fmt: skip
+    ask: dict[str, Any] = {"model": MODEL, "messages": ASK, "max_tokens": 400, "temperature": 0}
+    ask["response_format"] = {"type": "json_schema", "json_schema": schema}
+    reply = client.chat.completions.create(**ask)
     choice = reply.choices[0]
     assert choice.finish_reason == "stop", choice.message.content
     _check_city(choice.message.content or "")
