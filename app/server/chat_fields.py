@@ -57,7 +57,7 @@ def check_schema(schema: Any, param: str, status: int = 422) -> None:
     try:
         prepare_schema(schema, "schema")
     except EngineError as exc:
-        raise RequestInvalid(param, str(exc), status=status) from None
+        raise RequestInvalid(param, str(exc).removeprefix("schema: "), status=status) from None
 
 
 def parse_tools(body: dict[str, Any]) -> tuple[tuple[ToolSpec, ...], str]:
