@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from ember.app.loading import open_registry
@@ -36,7 +37,7 @@ def test_models_list_and_completion_with_the_openai_client(served: str) -> None:
     assert open_registry().get("tiny").last_used_at is not None  # app marked it used
 
 
-def test_a_model_name_with_a_lone_surrogate_is_refused_not_a_500(ember_serve: str) -> None:
+def test_a_model_name_with_a_lone_surrogate_is_refused_not_a_500(served: str) -> None:
     """The registry (SQLite) cannot look such a name up: every route refuses it first."""
     headers = {"content-type": "application/json"}
     ask = b'"messages": [{"role": "user", "content": "hi"}]'
@@ -45,6 +46,6 @@ def test_a_model_name_with_a_lone_surrogate_is_refused_not_a_500(ember_serve: st
         ("/v1/chat/completions", b'{"model": "t\\ud800", %s}' % ask, 404),
         ("/api/show", b'{"model": "t\\ud800"}', 404),
     ):
-        reply = httpx.post(f"{ember_serve}{path}", content=body, headers=headers, timeout=60)
+        reply = httpx.post(f"{served}{path}", content=body, headers=headers, timeout=60)
         assert reply.status_code == status, (path, reply.text)
-    assert httpx.get(f"{ember_serve}/v1/models/t%ED%A0%80", timeout=30).status_code == 404
+    assert httpx.get(f"{served}/v1/models/t%ED%A0%80", timeout=30).status_code == 404
