@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ember.engine.api import Backend, GenerationRequest
 from ember.errors import EmberError
-from ember.tui.chat_config import file_block
+from ember.tui.chat.config import file_block
 
 MAX_FILE_BYTES = 8 * 1024 * 1024  # read no more than this; any context is full long before
 _SNIFF_BYTES = 8192

@@ -138,6 +138,9 @@ def _default_embedder(name: str) -> Embedder:
 
 
 def _guard_middleware(app: Any, guard: Guard) -> Any:
+    from ember.app.server.anthropic.errors import error_response as anthropic_error
+    from ember.app.server.anthropic.errors import is_anthropic_path
+
     async def middleware(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":
             headers = {
@@ -145,7 +148,8 @@ def _guard_middleware(app: Any, guard: Guard) -> Any:
             }
             refusal = guard.check(headers, scope["path"])
             if refusal is not None:
-                await _error(refusal[0], refusal[1])(scope, receive, send)
+                shape = anthropic_error if is_anthropic_path(scope["path"]) else _error
+                await shape(refusal[0], refusal[1])(scope, receive, send)
                 return
         await app(scope, receive, send)
 
@@ -188,6 +192,7 @@ def create_app(
         return JSONResponse(body, status_code=503 if sick else 200)
 
     from ember.app.server import embeddings, ollama, ollama_models
+    from ember.app.server.anthropic import routes as anthropic
     from ember.app.server.embedder_pool import EmbedderPool
     from ember.app.server.llamaserver import routes as llamaserver
     from ember.app.server.responses import routes as responses
@@ -214,6 +219,7 @@ def create_app(
         *ollama.routes(pool, guard, embedders),
         *ollama_models.routes(pool, guard),
         *embeddings.routes(embedders, guard),
+        *anthropic.routes(pool, guard),
         *responses.routes(pool, guard),
         *llamaserver.routes(pool, guard, metrics),
         Route("/ember/unload", unload, methods=["POST"]),

@@ -40,7 +40,7 @@ def _object(value: Any, param: str) -> dict[str, Any]:
     return value
 
 
-def _schema_text(schema: Any, param: str) -> str:
+def schema_text(schema: Any, param: str) -> str:
     if not isinstance(schema, dict):
         raise RequestInvalid(param, "must be a JSON Schema object")
     text = json.dumps(schema)
@@ -63,7 +63,7 @@ def parse_tools(body: dict[str, Any]) -> tuple[tuple[ToolSpec, ...], str]:
             fn = _object(item.get("function"), f"tools[{i}].function")
             params = fn.get("parameters")
             if params is not None:
-                json.loads(_schema_text(params, f"tools[{i}].function.parameters"))
+                json.loads(schema_text(params, f"tools[{i}].function.parameters"))
             description = fn.get("description", "")
             if not isinstance(description, str):
                 raise RequestInvalid(f"tools[{i}].function.description", "must be a string")
@@ -143,7 +143,7 @@ def parse_response_format(body: dict[str, Any]) -> ConstraintSpec | None:
         spec = _object(fmt.get("json_schema"), "response_format.json_schema")
         if "schema" not in spec:
             raise RequestInvalid("response_format.json_schema.schema", "is required")
-        text = _schema_text(spec["schema"], "response_format.json_schema.schema")
+        text = schema_text(spec["schema"], "response_format.json_schema.schema")
         return ConstraintSpec("json_schema", text)
     raise RequestInvalid("response_format.type", "must be text, json_object or json_schema")
 

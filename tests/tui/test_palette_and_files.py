@@ -14,7 +14,7 @@ from textual.widgets import Input
 from ember.app.config import Settings
 from ember.engine.api import GenerationRequest
 from ember.tui.app import EmberApp
-from ember.tui.screens.chat import ChatScreen
+from ember.tui.screens.chat.screen import ChatScreen
 from ember.tui.screens.dialogs import PickDialog, TextDialog
 from ember.tui.widgets.prompt_input import PromptInput
 from ember.tui.widgets.status_bar import StatusBar

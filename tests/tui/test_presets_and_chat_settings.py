@@ -7,7 +7,7 @@ from textual.pilot import Pilot
 from textual.screen import Screen
 from textual.widgets import Input, TextArea
 
-from ember.tui.screens.chat_settings import ChatSettingsDialog
+from ember.tui.screens.chat.settings import ChatSettingsDialog
 from ember.tui.screens.presets import PresetDialog
 from ember.tui.widgets.status_bar import StatusBar
 

@@ -14,7 +14,7 @@ from textual.widgets import Markdown
 from ember.app.mcp.config import McpServerConfig
 from ember.app.mcp.hub import McpHub
 from ember.tui.app import EmberApp
-from ember.tui.screens.chat import ChatScreen
+from ember.tui.screens.chat.screen import ChatScreen
 from ember.tui.toolbox import McpToolbox
 from ember.tui.widgets.message_view import MessageBox, MessageView
 from ember.tui.widgets.reply_views import ThinkingView, ToolCallView

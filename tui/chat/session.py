@@ -21,17 +21,17 @@ from ember.engine.api import Backend, EngineOptions, GenerationRequest
 from ember.errors import EmberError
 from ember.tui.attachments import Attachment, attach
 from ember.tui.backend_host import BackendHost
-from ember.tui.chat_config import (
+from ember.tui.chat.config import (
     chat_messages,
     chat_value,
     engine_options,
     new_chat_settings,
     sampling_params,
 )
-from ember.tui.chat_tools import DENIED, ToolTurns
-from ember.tui.generation import Clock, Generation, Post
+from ember.tui.chat.generation import Clock, Generation, Post
+from ember.tui.chat.reply_parts import call_part, result_part, unanswered
+from ember.tui.chat.tool_turns import DENIED, ToolTurns
 from ember.tui.messages import BackendLoaded, ReplyDelta, ReplyFailed, ReplyFinished
-from ember.tui.reply_parts import call_part, result_part, unanswered
 from ember.tui.toolbox import Toolbox
 
 FLUSH_INTERVAL_S = 0.5  # how often a streaming reply's text is written to the history

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from ember.engine.api import Backend, GenerationRequest, ToolCall
 from ember.errors import EmberError
-from ember.tui.chat_config import chat_messages
-from ember.tui.generation import Clock, Generation, Post
+from ember.tui.chat.config import chat_messages
+from ember.tui.chat.generation import Clock, Generation, Post
+from ember.tui.chat.reply_parts import assistant_turns, result_part, unanswered
 from ember.tui.messages import ToolRan
-from ember.tui.reply_parts import assistant_turns, result_part, unanswered
 
 if TYPE_CHECKING:
     from ember.app.history.store import Conversation, History, Message
