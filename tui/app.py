@@ -58,7 +58,7 @@ class EmberApp(App[None]):
         self.tools_notice = ""  # why the configured tools are off (a bad [mcp_servers] table)
         if toolbox is None:
             toolbox = self._configured_toolbox(settings)
-        self.session = ChatSession(history, self.host, settings, toolbox=toolbox)
+        self.session = ChatSession(history, self.host, settings, toolbox=toolbox, paths=self.paths)
         self.catalog = catalog
         self.first_run_check = first_run_check
         self.copied: list[str] = []  # what copy_text copied, newest last

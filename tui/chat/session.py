@@ -19,6 +19,7 @@ from ember.app.history.parts import MessagePart
 from ember.app.history.store import Conversation, History, Message, MessageStatus
 from ember.engine.api import Backend, EngineOptions, GenerationRequest
 from ember.errors import EmberError
+from ember.paths import Paths, get_paths
 from ember.tui.attachments import Attachment, attach
 from ember.tui.backend_host import BackendHost
 from ember.tui.chat.config import (
@@ -70,8 +71,10 @@ class ChatSession(ToolTurns):
         settings: Settings,
         clock: Clock = time.monotonic,
         toolbox: Toolbox | None = None,
+        paths: Paths | None = None,
     ) -> None:
         self.history = history
+        self.paths = paths or get_paths()  # where "always allow" writes the settings file
         self.toolbox = toolbox  # MCP tools offered to the model (None: none configured)
         self.host = host
         self.settings = settings  # the defaults for new chats; the settings screen replaces it

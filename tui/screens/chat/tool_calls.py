@@ -1,15 +1,19 @@
-"""A reply's tool calls on the chat screen: shown in its message box, run when always allowed,
-asked about otherwise; a decision runs or denies them, a result goes back to the model.
+"""A reply's tool calls on the chat screen: shown in its message box, run when the user
+allow-listed the tool on this machine, asked about otherwise (ToolConsentDialog, one call at a
+time); a decision runs or denies them, a result goes back to the model.
 Functions of the ChatScreen they act on (ChatSession keeps the state)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ember.errors import EmberError
 from ember.tui.messages import ToolDecided, ToolRan
+from ember.tui.notices import notify_error
+from ember.tui.screens.tool_consent import ToolConsentDialog
 from ember.tui.widgets.message_view import MessageBox, MessageView
 from ember.tui.widgets.prompt_input import PromptInput
-from ember.tui.widgets.reply_views import ToolCallView
+from ember.tui.widgets.reply_views import ToolCallView, call_summary
 
 if TYPE_CHECKING:
     from ember.engine.api import ToolCall
@@ -21,7 +25,8 @@ def _box(screen: ChatScreen, message_id: int) -> MessageBox | None:
 
 
 async def show_tool_calls(screen: ChatScreen, message_id: int) -> None:
-    """A reply made tool calls: show them; run the always-allowed ones, ask for the rest."""
+    """A reply made tool calls: show them; run the ones the user allow-listed on this
+    machine, ask about the rest one at a time (ToolConsentDialog)."""
     session = screen.session
     box, reply = _box(screen, message_id), session.reply
     if box is None or reply is None:
@@ -30,18 +35,39 @@ async def show_tool_calls(screen: ChatScreen, message_id: int) -> None:
     new = [p for p in reply.parts if p.kind == "tool_call" and box.call_view(p.call_id) is None]
     servers = {p.name: toolbox.server_of(p.name) for p in new} if toolbox else {}
     await box.add_calls(new, servers)
-    asking = []
     for call in session.pending_calls:
         view = box.call_view(call.id)
         if session.always_allowed(call):
             _run_tool(screen, call)
         elif view is not None:
             view.ask()
-            asking.append(view)
-    if asking:
-        asking[0].focus()
-        asking[0].scroll_visible()
-        screen.update_status("waiting for you")
+    _ask_next(screen, message_id)
+
+
+def _ask_next(screen: ChatScreen, message_id: int) -> None:
+    """The first call still waiting gets the dialog (one at a time); none: the prompt."""
+    box = _box(screen, message_id)
+    views = [v for v in box.query(ToolCallView) if v.asking] if box is not None else []
+    if not views:
+        screen.query_one(PromptInput).focus()
+        return
+    if any(isinstance(s, ToolConsentDialog) for s in screen.app.screen_stack):
+        return  # one question at a time: the next comes when this one is answered
+    view = views[0]
+    view.scroll_visible()
+    screen.update_status("waiting for you")
+    toolbox, name = screen.session.toolbox, view.call.name
+    dialog = ToolConsentDialog(
+        call_summary(view.call),
+        view.server,
+        toolbox.description_of(name) if toolbox is not None else "",
+    )
+    call_id = view.call.call_id
+
+    def answered(answer: str | None) -> None:
+        screen.post_message(ToolDecided(message_id, call_id, answer or "deny"))
+
+    screen.app.push_screen(dialog, answered)
 
 
 def _run_tool(screen: ChatScreen, call: ToolCall) -> None:
@@ -63,7 +89,11 @@ def tool_decided(screen: ChatScreen, event: ToolDecided) -> None:
         if follow is not None:
             screen.run_reply(follow)
     else:
-        call = session.confirm(event.call_id, always=event.decision == "always")
+        try:
+            call = session.confirm(event.call_id, always=event.decision == "always")
+        except EmberError as exc:  # the settings file could not be written: run once
+            notify_error(screen.app, "Always allow", exc)
+            call = session.confirm(event.call_id)
         if call is None:
             return
         if view is not None:
@@ -73,19 +103,10 @@ def tool_decided(screen: ChatScreen, event: ToolDecided) -> None:
         if event.decision == "always":  # the same tool's other calls in this reply run too
             for other in session.pending_calls:
                 other_view = box.call_view(other.id) if box is not None else None
-                if other.name == call.name and other_view is not None and other_view.asking:
+                if other_view is not None and other_view.asking and session.always_allowed(other):
                     other_view.asking = False
                     _run_tool(screen, other)
-    _focus_next_question(screen, event.message_id)
-
-
-def _focus_next_question(screen: ChatScreen, message_id: int) -> None:
-    box = _box(screen, message_id)
-    views = [v for v in box.query(ToolCallView) if v.asking] if box is not None else []
-    if views:
-        views[0].focus()
-    else:
-        screen.query_one(PromptInput).focus()
+    _ask_next(screen, event.message_id)
 
 
 def _show_result(screen: ChatScreen, message_id: int, call_id: str) -> None:

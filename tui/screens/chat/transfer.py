@@ -56,4 +56,5 @@ async def import_chats(screen: ChatScreen) -> None:
         notify_error(screen, "Import", exc)
         return
     await screen.refresh_list()
-    screen.notify(f"imported {len(imported)} chat{'s' if len(imported) != 1 else ''}")
+    notes = "".join(f"\nleft out {n}" for c in chats for n in c.notes)
+    screen.notify(f"imported {len(imported)} chat{'s' if len(imported) != 1 else ''}{notes}")
