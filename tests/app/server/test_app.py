@@ -143,7 +143,7 @@ def test_on_demand_load_unloads_idle_model(server: str, loader: Loader) -> None:
         ({"max_tokens": True}, "max_tokens"),
         ({"top_p": 0}, "top_p"),
         ({"seed": 1.5}, "seed"),
-        ({"n": 3}, "n"),
+        ({"n": 17}, "n"),  # n up to 16 is served
         ({"stop": [1, 2]}, "stop"),
         ({"stream": "yes"}, "stream"),
         ({"messages": []}, "messages"),
