@@ -2,7 +2,7 @@
 
 Everything outside the engine (CLI, TUI, server) talks to it through these types only. This module
 imports no torch: the TUI imports it freely. `Engine` and `EngineThread` implementations live in
-`engine.engine` and `engine.engine_thread` and are created through `load_engine()`.
+`engine.engine` and `engine.engine_thread` and are created through `engine.load.load_engine()`.
 """
 
 from __future__ import annotations
@@ -518,25 +518,3 @@ class Backend(Protocol):
         ...
 
     def close(self) -> None: ...
-
-
-def load_engine(
-    options: EngineOptions,
-    model: ModelFiles | None = None,
-    *,
-    draft_model: ModelFiles | None = None,
-) -> Backend:
-    """Load model and return a thread-owned engine (an EngineThread) behind the Backend API;
-    a remote server (--remote URL or a URL model) gets a RemoteBackend instead.
-
-    model: the resolved local model (None only for the fake runner and remote servers);
-    draft_model: the resolved `--draft MODEL` when options.draft names a model. Callers in app
-    go through load_backend in app/loading.py, which resolves both."""
-    from ember.engine.remote.backend import RemoteBackend, remote_config
-
-    remote = remote_config(options)
-    if remote is not None:
-        return RemoteBackend(remote)
-    from ember.engine.engine_thread import start_engine_thread
-
-    return start_engine_thread(options, model, draft_model=draft_model)
