@@ -17,11 +17,11 @@ from ember.app.loading import open_registry
 from tests.app.server.server_harness import free_port
 
 
-@pytest.fixture
-def ember_serve(tiny_models: Any) -> Iterator[str]:
+@pytest.fixture(params=["llama", "qwen3moe"])  # a dense family and a mixture of experts
+def ember_serve(tiny_models: Any, request: pytest.FixtureRequest) -> Iterator[str]:
     """`ember serve` on a free port over this test's EMBER_HOME, with one registered model."""
     registry = open_registry()
-    registry.add_path(tiny_models.gguf("llama", "Q8_0"), name="tiny")
+    registry.add_path(tiny_models.gguf(request.param, "Q8_0"), name="tiny")
     port = free_port()
     argv = [sys.executable, "-m", "ember", "serve", "--port", str(port)]
     argv += ["--runner", "torch", "--device", "cpu", "--threads", "1"]
