@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from ember.engine.runners.torch.layers.linear import QLinear
 from ember.engine.runners.torch.layers.moe import Expert, MoEFFN
-from ember.engine.runners.torch.layers.quantize import build_linear
+from ember.engine.runners.torch.layers.quantize import RowFix, build_linear
 
 if TYPE_CHECKING:
     from ember.engine.runners.torch.build import _Builder
@@ -57,5 +57,5 @@ def _expert_linear(b: _Builder, parts: list[WeightTensor]) -> QLinear:
     from ember.engine.runners.torch.build import resolve_format
 
     fmt = resolve_format(b.opts.weight_format, parts)
-    fixes = [None] * len(parts)
+    fixes: list[RowFix | None] = [None] * len(parts)
     return build_linear(parts, fixes, None, fmt, b.opts.dtype, b.opts.device)

@@ -3,7 +3,7 @@ against GGUF, experts read only when chosen."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pytest
@@ -15,6 +15,9 @@ from ember.engine.runners.torch.runner import TorchOptions, TorchRunner
 from tests.fixtures.llama_reference import llama_logits
 
 from .helpers import decode_logits, prefill_logits
+
+if TYPE_CHECKING:
+    from ember.engine.runners.torch.model import DecoderLayer
 
 F32 = TorchOptions(device="cpu", dtype="float32", weight_format="dense", head_format="dense")
 # measured on the tiny qwen3moe (AVX2): top-1 0.984..1.0, top-5 overlap 0.969..1.0 per format
@@ -94,7 +97,8 @@ def test_experts_no_token_chose_are_never_built(tiny_models: Any, kernels: str) 
     from the file); the others stay untouched in the mmap."""
     opts = TorchOptions(device="cpu", kernels=kernels)
     runner = TorchRunner.load(tiny_models.gguf("qwen3moe", "Q4_K_M"), opts)
-    layers = [layer.w.moe for layer in runner.model.layers]
-    assert all(moe is not None and moe.n_built == 0 for moe in layers)
+    layers = [cast("DecoderLayer", layer).w.moe for layer in runner.model.layers]
+    moes = [moe for moe in layers if moe is not None]
+    assert len(moes) == len(layers) and all(moe.n_built == 0 for moe in moes)
     prefill_logits(runner, [17])
-    assert [moe.n_built for moe in layers if moe is not None] == [2] * len(layers)
+    assert [moe.n_built for moe in moes] == [2] * len(layers)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pytest
@@ -18,6 +18,9 @@ from tests.conftest import PACKED_CACHE_DIR
 from tests.fixtures.quick_hf import write_tiny_hf
 
 from .helpers import decode_logits, greedy, prefill_logits
+
+if TYPE_CHECKING:
+    from ember.engine.runners.torch.model import DecoderLayer
 
 ARCHS = ("llama", "qwen2", "qwen3", "gemma3", "qwen3moe")
 F32 = TorchOptions(device="cpu", dtype="float32", weight_format="dense", head_format="dense")
@@ -92,7 +95,7 @@ def test_native_decode_matches_transformers(
     A MoE model steps layer by layer, each chosen expert's matrices on the native kernels."""
     arch, ids, expected = reference
     runner = TorchRunner.load(tiny_models.gguf(arch, "F32"), NATIVE_F32)
-    moe = runner.model.layers[0].w.moe
+    moe = cast("DecoderLayer", runner.model.layers[0]).w.moe
     if moe is None:
         assert runner.native is not None
     else:
