@@ -18,9 +18,8 @@ from ember.engine.runners.torch.loader import ModelSource
 from ember.engine.runners.torch.model import DecoderLayer, LayerWeights, Transformer
 from ember.engine.runners.torch.packed_cache import PackedCache, cache_key
 from ember.engine.runners.torch.weights import (
-    INT4_SOURCES,
-    INT8_SOURCES,
     WeightTensor,
+    resolve_format,
     unpermute_rope_rows,
 )
 
@@ -43,18 +42,6 @@ class BuildOptions:
                 raise EngineError(
                     f"{name}={getattr(self, name)!r}: use auto, dense, int8, int4 or int8g"
                 )
-
-
-def resolve_format(option: str, tensors: list[WeightTensor]) -> str:
-    """auto: 4-bit sources -> int4, 5..8-bit -> int8g (8-bit groups; the finest member of a fused group wins)."""
-    if option != "auto":
-        return option
-    qtypes = {t.qtype for t in tensors}
-    if qtypes <= INT4_SOURCES:
-        return "int4"
-    if qtypes <= INT4_SOURCES | INT8_SOURCES:
-        return "int8g"
-    return "dense"
 
 
 def native_ready(src: ModelSource) -> str:

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 from ember.engine.runners.torch.layers.linear import QLinear
 from ember.engine.runners.torch.layers.moe import Expert, MoEFFN
 from ember.engine.runners.torch.layers.quantize import RowFix, build_linear
+from ember.engine.runners.torch.weights import WeightTensor, resolve_format
 
 if TYPE_CHECKING:
     from ember.engine.runners.torch.build import _Builder
-    from ember.engine.runners.torch.weights import WeightTensor
 
 
 def build_moe(b: _Builder, layer: int) -> MoEFFN:
@@ -54,8 +54,6 @@ def _expert_linear(b: _Builder, parts: list[WeightTensor]) -> QLinear:
 
         native = make_linear([(t.raw, t.qtype, t.shape) for t in parts])
         return QLinear.from_native(native, b.kernels, None)
-    from ember.engine.runners.torch.build import resolve_format
-
     fmt = resolve_format(b.opts.weight_format, parts)
     fixes: list[RowFix | None] = [None] * len(parts)
     return build_linear(parts, fixes, None, fmt, b.opts.dtype, b.opts.device)

@@ -95,3 +95,15 @@ def unpermute_rope_rows(w: torch.Tensor, n_heads: int) -> torch.Tensor:
     head_dim = rows // n_heads
     # convert_hf_to_gguf: w.reshape(H, 2, D/2, ...).swapaxes(1, 2); the inverse swaps back
     return w.reshape(n_heads, head_dim // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def resolve_format(option: str, tensors: list[WeightTensor]) -> str:
+    """auto: 4-bit sources -> int4, 5..8-bit -> int8g (8-bit groups; the finest member of a fused group wins)."""
+    if option != "auto":
+        return option
+    qtypes = {t.qtype for t in tensors}
+    if qtypes <= INT4_SOURCES:
+        return "int4"
+    if qtypes <= INT4_SOURCES | INT8_SOURCES:
+        return "int8g"
+    return "dense"
