@@ -81,6 +81,12 @@ def _iter_expected(hp: ModelHParams) -> Iterator[tuple[str, ExpectedTensor]]:
         yield from _layer(hp, i).items()
 
 
+def expected_tensors(hp: ModelHParams) -> dict[str, ExpectedTensor]:
+    """GGUF tensor name -> expected shape (the torch runner's loader stacks a safetensors
+    checkpoint's experts under these names)."""
+    return dict(_iter_expected(hp))
+
+
 @dataclass(frozen=True)
 class HFNames:
     """Where a checkpoint keeps the decoder: its tensors' prefix and the LM head's name."""
@@ -132,7 +138,6 @@ _HF_EXPERTS = {
     "ffn_up_exps": "up_proj",
     "ffn_down_exps": "down_proj",
 }
-_HF_EXPERT = re.compile(r"layers\.(\d+)\.mlp\.experts\.(\d+)\.(\w+)\.weight")
 # gemma3 has four norms per layer: GGUF's ffn_norm is HF's pre_feedforward_layernorm
 _HF_LAYER_GEMMA3 = _HF_LAYER | {
     "ffn_norm": "pre_feedforward_layernorm",
@@ -164,13 +169,6 @@ def hf_expert_names(gguf_name: str, n_experts: int, names: HFNames = HFNames()) 
         return []
     layer, proj = match.group(1), _HF_EXPERTS[match.group(2)]
     return [f"{names.prefix}layers.{layer}.mlp.experts.{e}.{proj}.weight" for e in range(n_experts)]
-
-
-def is_hf_expert(hf_name: str, names: HFNames = HFNames()) -> bool:
-    """Whether hf_name is one expert's matrix (read through its GGUF stack's name)."""
-    return hf_name.startswith(names.prefix) and bool(
-        _HF_EXPERT.fullmatch(hf_name[len(names.prefix) :])
-    )
 
 
 def gguf_tensor_name(hf_name: str, arch: str, names: HFNames = HFNames()) -> str | None:
