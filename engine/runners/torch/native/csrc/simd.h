@@ -1,4 +1,5 @@
-/* AVX2 helpers shared by the dot-product files (compiled only where the compiler targets AVX2). */
+/* AVX2 helpers shared by the dot-product files (compiled only where the compiler targets AVX2;
+ * the AVX-512 build uses them too, EVEX-encoded, with VNNI's dot product where present). */
 #ifndef EMBER_SIMD_H
 #define EMBER_SIMD_H
 
@@ -26,10 +27,20 @@ static inline __m256i em_bits32(const uint8_t *qh) {
     return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
 }
 
-/* sum of a[i] * b[i] over each 4 bytes: signed a (> -128 or exactly its magnitude), signed b */
+/* sum of a[i] * b[i] over each 4 bytes: signed a (> -128 or exactly its magnitude), signed b.
+ * With VNNI one instruction does both steps; the sums are the same integers (|a| <= 127, so
+ * maddubs's int16 pair sums, at most 2 * 127 * 128, never saturate). */
 static inline __m256i em_dot_i8(__m256i a, __m256i b) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(a, a),
+                               _mm256_sign_epi8(b, a));
+#elif defined(__AVXVNNI__)
+    return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(a, a),
+                                   _mm256_sign_epi8(b, a));
+#else
     __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a));
     return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+#endif
 }
 
 /* unsigned a (< 128), signed b: int16 sums of adjacent pairs */
