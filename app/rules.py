@@ -68,7 +68,7 @@ def _rules() -> dict[str, Check]:
         "runner": (lambda v: v in RUNNERS, f"must be one of {', '.join(RUNNERS)}"),
         "device": (lambda v: v in DEVICES, f"must be one of {', '.join(DEVICES)}"),
         "threads": _between(
-            0, cores, f"must be between 0 (all cores) and {cores} (this machine's CPUs)"
+            0, cores, f"must be between 0 (auto: the cores free now) and {cores} (this machine's CPUs)"
         ),
         "ctx": (
             lambda v: v == AUTO_CTX or 16 <= v <= MAX_TOKENS,
