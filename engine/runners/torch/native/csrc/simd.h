@@ -1,4 +1,4 @@
-/* AVX2 helpers shared by the dot-product files (compiled only where the compiler targets AVX2;
+/* SIMD helpers (AVX2; NEON below) shared by the dot-product files (compiled only where the compiler targets AVX2;
  * the AVX-512 build uses them too, EVEX-encoded, with VNNI's dot product where present). */
 #ifndef EMBER_SIMD_H
 #define EMBER_SIMD_H
@@ -55,5 +55,26 @@ static inline float em_hsum(__m256 v) {
 
 static inline __m256i em_load32(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
+#endif
+#if defined(__ARM_NEON) && defined(__aarch64__)
+#define EM_NEON 1
+#include <arm_neon.h>
+
+/* acc + the sums of a[i] * b[i] over each 4 bytes (16 int8 pairs); exact integers, so a NEON
+ * dot gives the portable C path's result bit for bit (the float steps around it are shared) */
+static inline int32x4_t em_ndot16(int32x4_t acc, int8x16_t a, int8x16_t b) {
+#if defined(__ARM_FEATURE_DOTPROD)
+    return vdotq_s32(acc, a, b);
+#else
+    acc = vpadalq_s16(acc, vmull_s8(vget_low_s8(a), vget_low_s8(b)));
+    return vpadalq_s16(acc, vmull_high_s8(a, b));
+#endif
+}
+
+/* sum of the 32 products of unsigned codes (< 128) and int8 activations */
+static inline int em_ndot32(uint8x16_t q0, uint8x16_t q1, const int8_t *x) {
+    int32x4_t s = em_ndot16(vdupq_n_s32(0), vreinterpretq_s8_u8(q0), vld1q_s8(x));
+    return vaddvq_s32(em_ndot16(s, vreinterpretq_s8_u8(q1), vld1q_s8(x + 16)));
+}
 #endif
 #endif

@@ -29,7 +29,9 @@ def test_rounding_matches_the_kernels_rule() -> None:
 def test_dense_prefill_rows_equal_kernel_rows(kernels: Kernels, mix: str) -> None:
     cols = 512
     types = {"k-quants": (T.Q4_K, T.Q6_K), "legacy": (T.Q4_0, T.Q8_0), "mixed": (T.Q5_0, T.Q6_K)}
-    parts = [(random_tensor(t, 24, cols, seed=i), int(t), (24, cols)) for i, t in enumerate(types[mix])]
+    parts = [
+        (random_tensor(t, 24, cols, seed=i), int(t), (24, cols)) for i, t in enumerate(types[mix])
+    ]
     out_map = np.random.default_rng(1).permutation(48)
     lin = QLinear.from_native(make_linear(parts, out_map=out_map), kernels, None)
     x = torch.randn(DENSE_PREFILL_TOKENS + 6, cols, generator=torch.Generator().manual_seed(3))
