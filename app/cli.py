@@ -1,8 +1,10 @@
-"""`ember` and its subcommands.
+"""`ember` and its subcommands: the parser and the dispatch.
 
-Each subcommand is one module in `ember.app.commands` exposing NAME, HELP, ORDER,
-`add_arguments(parser)` and `run(args) -> int`. Those modules import nothing heavy at the top,
-so `ember --help` and `ember --version` stay instant; bodies call into the parts lazily.
+Each subcommand is one module exposing NAME, HELP, ORDER, `add_arguments(parser)` and
+`run(args) -> int`: app's are in `ember.app.commands`; `chat` (the Textual app) is ember.tui.command,
+which sits above app, so the full command list is put together by ember/__main__.py (the `ember`
+console script). Those modules import nothing heavy at the top, so `ember --help` and
+`ember --version` stay instant; bodies call into the parts lazily.
 With no subcommand, `ember` opens the chat app (the `chat` command).
 """
 
@@ -12,6 +14,7 @@ import argparse
 import importlib
 import pkgutil
 import sys
+from collections.abc import Sequence
 from types import ModuleType
 
 from ember import __version__
@@ -22,7 +25,8 @@ from ember.text import escape
 DEFAULT_COMMAND = "chat"
 
 
-def _command_modules() -> list[ModuleType]:
+def command_modules() -> list[ModuleType]:
+    """app's subcommands (every command but `chat`)."""
     from ember.app import commands
 
     found: list[ModuleType] = []
@@ -32,28 +36,30 @@ def _command_modules() -> list[ModuleType]:
         module = importlib.import_module(f"ember.app.commands.{info.name}")
         if hasattr(module, "NAME") and hasattr(module, "run"):
             found.append(module)
-    return sorted(found, key=lambda m: (getattr(m, "ORDER", 100), m.NAME))
+    return found
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full `ember` argument parser (also used to generate the README's CLI reference)."""
+def build_parser(commands: Sequence[ModuleType] | None = None) -> argparse.ArgumentParser:
+    """The `ember` argument parser over `commands` (app's own when None); ember/__main__.py
+    builds the full one, the chat command included."""
     parser = argparse.ArgumentParser(
         prog="ember",
         description="Chat with local LLMs in the terminal. With no command, opens the chat app.",
     )
     parser.add_argument("--version", action="version", version=f"ember {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in _command_modules():
+    found = command_modules() if commands is None else commands
+    for module in sorted(found, key=lambda m: (getattr(m, "ORDER", 100), m.NAME)):
         child = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP)
         module.add_arguments(child)
         child.set_defaults(_module=module)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of the `ember` console script."""
+def main(argv: list[str] | None = None, commands: Sequence[ModuleType] | None = None) -> int:
+    """Parse argv and run the command it names (see build_parser for `commands`)."""
     argv = sys.argv[1:] if argv is None else argv
-    parser = build_parser()
+    parser = build_parser(commands)
     if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
         argv = [DEFAULT_COMMAND, *argv]
     args = parse_anywhere(parser, argv)
@@ -77,6 +83,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ember: error: {escape(report(f'ember {args.command}', exc))}", file=sys.stderr)
         return 1
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

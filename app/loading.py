@@ -62,7 +62,7 @@ def resolve_options(
 ) -> tuple[EngineOptions, ModelFiles | None, ModelFiles | None]:
     """(options, model, draft_model) for the engine: the model and a `--draft MODEL` resolved;
     a registry entry of kind remote turns into remote_url + its name (model None)."""
-    from ember.engine.speculative.verify import DRAFT_CHOICES
+    from ember.engine.speculative.choice import DRAFT_CHOICES
 
     if options.runner == "fake" or _is_remote(options):
         return options, None, None
@@ -93,7 +93,7 @@ def mark_used(model: ModelFiles | None, registry: Registry | None = None) -> Non
 def load_backend(options: EngineOptions) -> Backend:
     """Resolve options.model (and its draft model), load it, mark it used: the BackendFactory of
     the TUI, `ember run` and `ember serve`."""
-    from ember.engine.api import load_engine
+    from ember.engine.load import load_engine
 
     registry = None if options.runner == "fake" or _is_remote(options) else open_registry()
     resolved, model, draft = resolve_options(options, registry)
@@ -105,7 +105,8 @@ def load_backend(options: EngineOptions) -> Backend:
 def load_embedding_model(options: EngineOptions) -> Embedder:
     """Resolve options.model and load it for embeddings (`ember serve`'s /v1/embeddings and
     /api/embed); CannotEmbed for a remote server or a model llama.cpp cannot embed."""
-    from ember.engine.embedding import CannotEmbed, load_embedder
+    from ember.engine.embedding import CannotEmbed
+    from ember.engine.load import load_embedder
 
     if options.runner == "fake" or _is_remote(options):
         raise CannotEmbed(f"model {options.model}: a remote server or fake runner has no embeddings")

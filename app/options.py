@@ -7,7 +7,7 @@ variable overrides, app/config.py), else the default. Flags and settings obey on
 
 `draft = "auto"` (the default) reaches the engine as "auto" from every caller, and means what
 the README says: prompt lookup on the torch runner, whose batched logits equal one-token
-decoding, and no drafting on llama.cpp (engine/speculative/verify.py: DEFAULT_DRAFT,
+decoding, and no drafting on llama.cpp (engine/speculative/choice.py: DEFAULT_DRAFT,
 NOT_BATCH_INVARIANT).
 
 Paths come from ember.paths: prefix snapshots in <cache dir>/prefix, the torch runner's packed

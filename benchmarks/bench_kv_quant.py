@@ -133,7 +133,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     from ember.app.loading import resolve_files
-    from ember.models.text.tokenizers.base import open_tokenizer
+    from ember.models.text.tokenizers.open import open_tokenizer
 
     model = resolve_files(args.model).path
     contexts = [int(c) for c in args.contexts.split(",")]

@@ -91,7 +91,7 @@ def build_engine(args: argparse.Namespace, draft: str) -> Any:
     from ember.app.options import EngineFlags, engine_options
     from ember.engine.engine import Engine
     from ember.engine.runners.factory import chat_renderer, create_runner
-    from ember.engine.speculative.verify import create_proposer
+    from ember.engine.speculative.choice import create_proposer
 
     path = _model(args.model)
     flags = EngineFlags(

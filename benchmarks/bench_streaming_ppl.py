@@ -279,7 +279,7 @@ def main() -> int:
         raise SystemExit(f"--window must be a multiple of {BLOCK_SIZE} and --stride even")
 
     from ember.app.loading import resolve_files
-    from ember.models.text.tokenizers.base import open_tokenizer
+    from ember.models.text.tokenizers.open import open_tokenizer
 
     tokenizer = open_tokenizer(resolve_files(args.model).path)
     text, num_tokens, names = build_corpus(tokenizer, args.min_tokens)

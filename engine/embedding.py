@@ -1,4 +1,4 @@
-"""Sentence embeddings: the Embedder contract, its result, and the loader.
+"""Sentence embeddings: the Embedder contract and its result (engine/load.py loads one).
 
 An embedding model is a GGUF file whose metadata declares how token states pool into one vector
 (`{arch}.pooling_type`: mean, cls or last), run by llama.cpp (runners/llamacpp/embedder.py).
@@ -21,7 +21,6 @@ from ember.engine.errors import EngineError
 if TYPE_CHECKING:
     import numpy as np
 
-    from ember.engine.api import EngineOptions, ModelFiles
 
 POOLINGS = ("mean", "cls", "last")  # what an embedding model may declare (llama.cpp's names)
 EmbeddingInput = str | Sequence[int]  # text, or token ids used as given
@@ -92,30 +91,3 @@ class Embedder(Protocol):
         ...
 
     def close(self) -> None: ...
-
-
-def load_embedder(options: EngineOptions, model: ModelFiles) -> Embedder:
-    """Load a resolved GGUF model for embeddings on llama.cpp (CannotEmbed when it cannot)."""
-    if model.format != "gguf":
-        raise CannotEmbed(
-            f"model {model.name}: embeddings run on GGUF models through llama.cpp (this is {model.format})"
-        )
-    if options.runner not in ("auto", "llama.cpp"):
-        raise CannotEmbed(
-            f"model {model.name}: the {options.runner} runner cannot embed; embeddings run on "
-            "llama.cpp (--runner auto or llama.cpp)"
-        )
-    from ember.engine.runners.llamacpp.embedder import LlamaCppEmbedder
-    from ember.models.files.gguf import open_gguf
-    from ember.models.files.pooling import gguf_pooling
-
-    declared = gguf_pooling(open_gguf(model.path).metadata)
-    if declared == "rank":
-        raise CannotEmbed(
-            f"model {model.name} cannot embed: it is a reranker (its GGUF declares rank pooling)"
-        )
-    trained = declared in POOLINGS
-    pooling = declared if declared in POOLINGS else "mean"  # none / undeclared: a chat model
-    return LlamaCppEmbedder.load(
-        model.path, options, name=model.name, pooling=pooling, trained=trained
-    )

@@ -44,12 +44,8 @@ from ember.engine.scheduler import (
     SchedulerOutput,
 )
 from ember.engine.sequence import Sequence
-from ember.engine.speculative.verify import (
-    close_proposer,
-    create_proposer,
-    draft_probs,
-    verify_sampled,
-)
+from ember.engine.speculative.choice import create_proposer
+from ember.engine.speculative.verify import close_proposer, draft_probs, verify_sampled
 from ember.engine.streaming import SinkWindow
 from ember.text import describe
 

@@ -8,6 +8,7 @@ from textual.app import App
 from textual.binding import Binding
 from textual.message import Message
 
+from ember.app.catalog.catalog import ModelCatalog
 from ember.app.config import Settings
 from ember.app.history.store import History
 from ember.errors import EmberError
@@ -17,7 +18,6 @@ from ember.tui.chat_config import engine_options
 from ember.tui.chat_session import ChatSession
 from ember.tui.clipboard import copy_fallback
 from ember.tui.commands import EmberCommands
-from ember.tui.model_catalog import ModelCatalog
 from ember.tui.notices import notify_error
 
 if TYPE_CHECKING:

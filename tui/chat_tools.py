@@ -12,9 +12,8 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from ember.engine.api import Backend, GenerationRequest
+from ember.engine.api import Backend, GenerationRequest, ToolCall
 from ember.errors import EmberError
-from ember.models.text.tool_calls import ToolCall
 from ember.tui.chat_config import chat_messages
 from ember.tui.generation import Clock, Generation, Post
 from ember.tui.messages import ToolRan

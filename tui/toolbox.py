@@ -6,8 +6,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from ember.app.mcp.hub import McpHub, ToolOutcome
-from ember.engine.api import ToolSpec
-from ember.engine.errors import EngineError
+from ember.engine.api import EngineError, ToolSpec
 
 
 class Toolbox(Protocol):

@@ -15,11 +15,11 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from ember.app.reply_splitter import ReplySplitter
 from ember.app.server.errors import RequestInvalid
 from ember.app.server.io import next_event, plain_error, read_json
 from ember.app.server.logprobs import LogprobShaper
 from ember.app.server.ollama_requests import parse_chat, parse_generate
-from ember.app.server.reply_splitter import ReplySplitter
 from ember.engine.api import Finished, TextDelta, TokenLogprob
 from ember.errors import EmberError
 

@@ -20,7 +20,7 @@ def test_version() -> None:
 
 def test_help_imports_nothing_heavy() -> None:
     code = (
-        "import sys; from ember.app.cli import build_parser; build_parser().format_help();"
+        "import sys; from ember.__main__ import build_parser; build_parser().format_help();"
         "heavy = [m for m in ('torch', 'llama_cpp', 'textual', 'transformers', 'huggingface_hub')"
         " if m in sys.modules]; print(heavy)"
     )

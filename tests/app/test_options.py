@@ -52,8 +52,8 @@ def test_draft_auto_reaches_the_engine_as_auto_everywhere() -> None:
     """auto is resolved by the engine once the runner is known (lookup on torch, none on
     llama.cpp: engine/speculative/verify.py); no caller turns it into none on its own."""
     from ember.engine.runners.fake import FakeRunner
+    from ember.engine.speculative.choice import create_proposer
     from ember.engine.speculative.lookup import PromptLookupProposer
-    from ember.engine.speculative.verify import create_proposer
     from ember.tui.chat_config import engine_options as tui_options
 
     tui = tui_options("m", Settings())

@@ -69,12 +69,13 @@ def test_a_bad_setting_names_the_file_or_variable() -> None:
 
 
 def test_the_chat_command_checks_its_flags(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ember.app.commands import chat
+    from ember.__main__ import build_parser as full_parser
+    from ember.tui import command as chat
 
-    args = build_parser().parse_args(["chat", "--kv-cache", "q2"])
+    args = full_parser().parse_args(["chat", "--kv-cache", "q2"])
     with pytest.raises(ConfigError, match=r"^--kv-cache q2: must be one of f16, q8, q4$"):
         chat.run(args)
-    args = build_parser().parse_args(["chat", "--ctx", "auto", "--kv-cache", "q8"])
+    args = full_parser().parse_args(["chat", "--ctx", "auto", "--kv-cache", "q8"])
     assert (args.ctx, args.kv_cache) == (AUTO_CTX, "q8")
 
 

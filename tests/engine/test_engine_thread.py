@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import threading
 
-from ember.engine.api import EngineOptions, Finished, GenerationRequest, TextDelta, load_engine
+from ember.engine.api import EngineOptions, Finished, GenerationRequest, TextDelta
 from ember.engine.engine_thread import EngineThread
+from ember.engine.load import load_engine
 from tests.engine.helpers import fake_of, greedy, make_engine, prompt_ids, reference_greedy
 
 

@@ -24,8 +24,8 @@ from ember.engine.api import (
     ModelFiles,
     SamplingParams,
     TextDelta,
-    load_engine,
 )
+from ember.engine.load import load_engine
 from tests.conftest import PACKED_CACHE_DIR
 
 QUESTION = (ChatMessage("user", "Name three colours of the rainbow."),)

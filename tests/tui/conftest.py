@@ -12,6 +12,8 @@ import pytest
 from textual.app import App
 from textual.pilot import Pilot
 
+from ember.app.catalog.catalog import LocalModel
+from ember.app.catalog.fake import FakeCatalog
 from ember.app.config import Settings
 from ember.app.history.store import History
 from ember.engine.api import EngineOptions
@@ -19,8 +21,6 @@ from ember.engine.errors import EngineError
 from ember.paths import get_paths
 from ember.tui.app import EmberApp
 from ember.tui.fake_backend import FakeBackend, FakeScript
-from ember.tui.fake_catalog import FakeCatalog
-from ember.tui.model_catalog import LocalModel
 
 SIZE = (110, 36)
 

@@ -12,8 +12,8 @@ from textual.content import Content
 from textual.screen import Screen
 from textual.widgets import Static
 
+from ember.engine.api import ToolCall
 from ember.errors import EmberError
-from ember.models.text.tool_calls import ToolCall
 from ember.tui.chat_session import ChatBusy, ChatSession
 from ember.tui.generation import Generation
 from ember.tui.messages import AttachFailed, FileAttached, PromptSubmitted, ToolDecided, ToolRan

@@ -12,7 +12,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Label
 
 from ember.app.config import Settings
-from ember.engine.errors import EngineError
+from ember.engine.api import EngineError
 from ember.tui.chat_config import SAMPLING_KEYS, chat_value, sampling_params
 from ember.tui.widgets.form import Form, FormError, FormField
 

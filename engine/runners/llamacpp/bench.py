@@ -68,7 +68,8 @@ def _runner_pass(runner: Any, prompt: list[int], decode_tokens: int) -> tuple[fl
 
 
 def _engine_pass(model: ModelFiles, threads: int, prompt: list[int], decode_tokens: int) -> Any:
-    from ember.engine.api import EngineOptions, GenerationRequest, SamplingParams, load_engine
+    from ember.engine.api import EngineOptions, GenerationRequest, SamplingParams
+    from ember.engine.load import load_engine
 
     options = EngineOptions(
         model=model.name, runner="llama.cpp", threads=threads, ctx=2048, prefix_cache=False

@@ -152,7 +152,7 @@ class LlamaCppRunner:
         """Load a GGUF file; options map threads/device, overrides set LlamaCppConfig fields;
         digest (app's ModelFiles.digest) becomes info.model_digest (it keys disk snapshots)."""
         from ember.models.files.gguf import open_gguf
-        from ember.models.text.tokenizers.base import open_tokenizer
+        from ember.models.text.tokenizers.open import open_tokenizer
 
         path = Path(path)
         open_gguf(path)  # the bounded checks `ember show` makes, before llama.cpp parses it

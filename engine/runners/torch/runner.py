@@ -140,7 +140,7 @@ class TorchRunner:
     def tokenizer(self) -> Tokenizer:
         """The model's tokenizer, opened on first use (GGUF: llama.cpp's vocab)."""
         if self._tokenizer is None:
-            from ember.models.text.tokenizers.base import open_tokenizer
+            from ember.models.text.tokenizers.open import open_tokenizer
 
             self._tokenizer = open_tokenizer(self.src.path)
         return self._tokenizer

@@ -1,13 +1,14 @@
 """Model hyperparameters shared by GGUF files and Hugging Face safetensors folders.
 
+Built by from_gguf.py (`from_gguf(metadata, n_tokens, tensor_shapes, source)`) and from_hf.py
+(`from_hf_config(config, source)`), which import this module.
+
 Public API:
     RopeScaling           frozen dataclass: kind ("none"/"linear"/"yarn"/"llama3"/"dynamic"), factor,
                           original_context_length, yarn/llama3 parameters
     ModelHParams          frozen dataclass, validated at construction (ModelFileError names the field)
     SUPPORTED_ARCHS       architectures the torch runner implements
     sliding_pattern(layers, declared) -> int | None   every-Nth-layer-global pattern of a layout
-    hparams_from_gguf(metadata, n_tokens, tensor_shapes, source) -> ModelHParams  (from_gguf.py)
-    hparams_from_hf_config(config, source) -> ModelHParams                     (from_hf.py)
     MAX_DIM, MAX_LAYERS, MAX_CONTEXT   the plausibility caps every size is checked against
 
 Conventions the runners rely on:
@@ -244,22 +245,3 @@ def sliding_pattern(layers: list[bool], declared: int | None = None) -> int | No
         if all(s == ((i + 1) % pattern != 0) for i, s in enumerate(layers)):
             return pattern
     return None
-
-
-def hparams_from_gguf(
-    metadata: dict[str, object],
-    n_tokens: int | None,
-    tensor_shapes: dict[str, tuple[int, ...]],
-    source: str = "metadata",
-) -> ModelHParams:
-    """Build ModelHParams from GGUF metadata (see models/files/hparams/from_gguf.py)."""
-    from ember.models.files.hparams.from_gguf import from_gguf
-
-    return from_gguf(metadata, n_tokens, tensor_shapes, source)
-
-
-def hparams_from_hf_config(config: dict[str, object], source: str = "config.json") -> ModelHParams:
-    """Build ModelHParams from a Hugging Face config.json dict (see models/files/hparams/from_hf.py)."""
-    from ember.models.files.hparams.from_hf import from_hf_config
-
-    return from_hf_config(config, source)

@@ -22,6 +22,7 @@ from ember.models.text.templates.sandbox import (
     limit_error,
     render_limited,
 )
+from ember.models.text.templates.segments import Segment, split_segments
 
 if TYPE_CHECKING:
     from jinja2 import Template
@@ -54,14 +55,6 @@ GEMMA = (
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<start_of_turn>model\n' }}{% endif %}"
 )
-
-
-@dataclass(frozen=True)
-class Segment:
-    """A piece of rendered text: template markup (special tokens allowed) or message content."""
-
-    text: str
-    from_template: bool
 
 
 @dataclass
@@ -129,8 +122,6 @@ class ChatTemplate:
         self, messages: list[dict[str, Any]], add_generation_prompt: bool = True, **extra: Any
     ) -> list[Segment]:
         """The rendered prompt split into template markup and message content."""
-        from ember.models.text.templates.segments import split_segments
-
         return split_segments(
             lambda msgs: self._render(msgs, add_generation_prompt, extra), messages
         )

@@ -12,10 +12,19 @@ guessing could turn user text into control tokens.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ember.models.errors import TemplateError
-from ember.models.text.templates.chat_template import Segment
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A piece of rendered text: template markup (special tokens allowed) or message content."""
+
+    text: str
+    from_template: bool
+
 
 Messages = list[dict[str, Any]]
 # The BMP's private-use area, then planes 15 and 16 (137,468 code points in all).

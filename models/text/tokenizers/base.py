@@ -1,6 +1,6 @@
 """One Tokenizer protocol; GGUF vocabularies through llama.cpp, tokenizer.json through `tokenizers`.
 
-`open_tokenizer(path)` picks the implementation: a .gguf file gets `LlamaCppTokenizer` (llama.cpp's
+`open_tokenizer(path)` (open.py) picks the implementation: a .gguf file gets `LlamaCppTokenizer` (llama.cpp's
 own vocabulary code, so ids equal llama.cpp's), a Hugging Face folder gets `HFTokenizer`.
 `IncrementalDecoder` turns a stream of ids into text without ever emitting half a character.
 """
@@ -8,10 +8,7 @@ own vocabulary code, so ids equal llama.cpp's), a Hugging Face folder gets `HFTo
 from __future__ import annotations
 
 import codecs
-from pathlib import Path
 from typing import Protocol
-
-from ember.models.errors import ModelFileError
 
 # Spellings that end a turn in common chat formats (llama.cpp treats these as end-of-generation).
 EOT_SPELLINGS = frozenset(
@@ -83,32 +80,3 @@ class IncrementalDecoder:
         """How many bytes of an unfinished character are held back."""
         buffered, _ = self._utf8.getstate()
         return len(buffered)
-
-
-def open_tokenizer(path: Path | str) -> Tokenizer:
-    """The tokenizer of a .gguf file (llama.cpp vocab) or a Hugging Face model folder."""
-    path = Path(path)
-    if path.is_file() and path.suffix.lower() == ".gguf":
-        from ember.models.text.tokenizers.llamacpp import LlamaCppTokenizer
-
-        return LlamaCppTokenizer(path)
-    if path.is_dir() and (path / "tokenizer.json").is_file():
-        from ember.models.text.tokenizers.hf import HFTokenizer
-
-        return HFTokenizer(path)
-    if path.is_dir():
-        raise ModelFileError(f"{path}: no tokenizer.json in this model folder")
-    raise ModelFileError(f"{path}: not a .gguf file or a model folder with tokenizer.json")
-
-
-def __getattr__(name: str) -> object:
-    # The implementations import heavy libraries; load them only when asked for.
-    if name == "LlamaCppTokenizer":
-        from ember.models.text.tokenizers.llamacpp import LlamaCppTokenizer
-
-        return LlamaCppTokenizer
-    if name == "HFTokenizer":
-        from ember.models.text.tokenizers.hf import HFTokenizer
-
-        return HFTokenizer
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

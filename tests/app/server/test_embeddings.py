@@ -18,7 +18,8 @@ from ember.app.server.embedder_pool import EmbedderPool
 from ember.app.server.pool import ModelPool
 from ember.app.server.security import Guard
 from ember.engine.api import EngineOptions, ModelFiles
-from ember.engine.embedding import Embedder, load_embedder
+from ember.engine.embedding import Embedder
+from ember.engine.load import load_embedder
 from ember.models.errors import RegistryError
 from tests.app.scripted_backend import ScriptedBackend
 from tests.app.server.server_harness import running_server

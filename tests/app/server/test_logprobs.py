@@ -10,7 +10,8 @@ import pytest
 
 from ember.app.server.pool import ModelPool
 from ember.app.server.security import Guard
-from ember.engine.api import EngineOptions, Finished, TextDelta, load_engine
+from ember.engine.api import EngineOptions, Finished, TextDelta
+from ember.engine.load import load_engine
 from ember.models.errors import RegistryError
 from tests.app.server.server_harness import running_server
 

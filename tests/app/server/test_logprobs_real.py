@@ -59,7 +59,7 @@ def reference(starter_gguf: Path) -> np.ndarray:
     engine renders (the starter's base-model scaffold, through the engine's own renderer)."""
     from ember.engine.api import ChatMessage, ModelFiles
     from ember.engine.runners.factory import chat_renderer
-    from ember.models.text.tokenizers.base import open_tokenizer
+    from ember.models.text.tokenizers.open import open_tokenizer
 
     files = ModelFiles("gemma3", starter_gguf, "gguf", "0" * 64)
     render = chat_renderer(files, open_tokenizer(starter_gguf))

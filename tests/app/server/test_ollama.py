@@ -13,7 +13,8 @@ from ember.app.server.errors import RequestInvalid
 from ember.app.server.ollama_requests import keep_alive_s, sampling
 from ember.app.server.pool import ModelPool
 from ember.app.server.security import Guard
-from ember.engine.api import EngineOptions, load_engine
+from ember.engine.api import EngineOptions
+from ember.engine.load import load_engine
 from ember.models.errors import RegistryError
 from tests.app.scripted_backend import ScriptedBackend
 from tests.app.server.server_harness import running_server

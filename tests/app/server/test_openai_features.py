@@ -16,9 +16,10 @@ import pytest
 from ember.app.commands.serve import served_check
 from ember.app.server.pool import ModelPool
 from ember.app.server.security import Guard
-from ember.engine.api import EngineOptions, load_engine
+from ember.engine.api import EngineOptions
 from ember.engine.engine import Engine
 from ember.engine.engine_thread import EngineThread
+from ember.engine.load import load_engine
 from ember.engine.runners.fake import FakeRunner
 from ember.models.errors import RegistryError, TemplateError
 from tests.app.scripted_backend import ScriptedBackend

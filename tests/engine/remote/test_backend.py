@@ -166,7 +166,7 @@ def test_bad_urls_are_refused() -> None:
 def test_load_engine_picks_the_remote_backend(
     server: RemoteTestServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ember.engine.api import load_engine
+    from ember.engine.load import load_engine
 
     monkeypatch.setenv("EMBER_REMOTE_API_KEY", KEY)
     by_flag = load_engine(EngineOptions(model="ok", remote_url=server.url))

@@ -10,8 +10,9 @@ from ember.engine.errors import EngineError
 from ember.engine.runners.fake import FakeRunner, FakeTokenizer
 from ember.engine.sequence import Sequence
 from ember.engine.speculative.adaptive import AdaptiveDraftLength
+from ember.engine.speculative.choice import _draft_proposer
 from ember.engine.speculative.draft_model import DraftModelProposer, check_same_tokenizer
-from ember.engine.speculative.verify import _draft_proposer, sampling_probs
+from ember.engine.speculative.verify import sampling_probs
 from tests.engine.helpers import greedy, prompt_ids, reference_greedy, run, run_all
 from tests.engine.speculative.spec_helpers import (
     CopyingFakeRunner,

@@ -22,7 +22,7 @@ RUNNERS = [
     pytest.param(
         "llama.cpp",
         marks=pytest.mark.xfail(
-            reason="llama.cpp's CPU kernels are not batch-invariant (speculative.NOT_BATCH_INVARIANT)",
+            reason="llama.cpp's CPU kernels are not batch-invariant (speculative/choice.py: NOT_BATCH_INVARIANT)",
             strict=False,
         ),
     ),

@@ -11,8 +11,9 @@ from ember.engine.api import EngineOptions, GenerationRequest, SamplingParams
 from ember.engine.errors import EngineError
 from ember.engine.runners.fake import FakeRunner
 from ember.engine.speculative.adaptive import AdaptiveDraftLength
+from ember.engine.speculative.choice import create_proposer
 from ember.engine.speculative.lookup import NgramIndex, PromptLookupProposer
-from ember.engine.speculative.verify import create_proposer, draw, sampling_probs, verify_sampled
+from ember.engine.speculative.verify import draw, sampling_probs, verify_sampled
 from tests.engine.helpers import greedy, reference_greedy, run
 from tests.engine.speculative.spec_helpers import CopyingFakeRunner, repetitive_prompt, spec_engine
 

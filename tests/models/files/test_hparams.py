@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from ember.models.errors import ModelFileError
+from ember.models.files.hparams.from_gguf import from_gguf
+from ember.models.files.hparams.from_hf import from_hf_config
 from ember.models.files.hparams.hparams import (
     ModelHParams,
     RopeScaling,
-    hparams_from_gguf,
-    hparams_from_hf_config,
 )
 from tests.fixtures.quick_hf import hf_config, transformers_config
 
@@ -92,7 +92,7 @@ def _gguf_md(arch: str = "llama", **extra: object) -> dict[str, object]:
 
 
 def test_gguf_defaults_follow_llama_cpp() -> None:
-    hp = hparams_from_gguf(_gguf_md(), 100, {"output.weight": (100, 64)})
+    hp = from_gguf(_gguf_md(), 100, {"output.weight": (100, 64)})
     assert (hp.n_kv_heads, hp.head_dim, hp.head_dim_v, hp.rope_theta) == (4, 16, 16, 10000.0)
     assert hp.vocab_size == 100 and not hp.tie_embeddings and hp.rope_scaling.kind == "none"
 
@@ -108,24 +108,24 @@ def test_gguf_rope_scaling_and_softcaps() -> None:
             "qwen2.vocab_size": 77,
         },
     )
-    hp = hparams_from_gguf(md, 100, {})
+    hp = from_gguf(md, 100, {})
     assert hp.rope_scaling == RopeScaling(kind="yarn", factor=4.0, original_context_length=32768)
     assert hp.final_logit_softcap == 30.0 and hp.vocab_size == 77 and hp.tie_embeddings
 
 
 def test_gguf_yarn_without_original_length_uses_the_trained_context() -> None:
     md = _gguf_md("llama", **{"llama.rope.scaling.type": "yarn", "llama.rope.scaling.factor": 4.0})
-    scaling = hparams_from_gguf(md, 100, {}).rope_scaling
+    scaling = from_gguf(md, 100, {}).rope_scaling
     assert (scaling.kind, scaling.original_context_length) == ("yarn", 4096)
 
 
 def test_hf_mistral_sliding_window_covers_every_layer() -> None:
     config = hf_config("llama", tied=False, legacy=True)
     config |= {"architectures": ["MistralForCausalLM"], "model_type": "mistral"}
-    hp = hparams_from_hf_config(config | {"sliding_window": 4096})
+    hp = from_hf_config(config | {"sliding_window": 4096})
     assert hp.architecture == "llama" and hp.sliding_window == 4096
     assert hp.is_sliding(0) and hp.is_sliding(1)
-    assert hparams_from_hf_config(config | {"sliding_window": None}).sliding_window is None
+    assert from_hf_config(config | {"sliding_window": None}).sliding_window is None
 
 
 @pytest.mark.parametrize(
@@ -147,14 +147,14 @@ def test_hf_mistral_sliding_window_covers_every_layer() -> None:
 )
 def test_gguf_bad_metadata(extra: dict[str, object], fragment: str) -> None:
     with pytest.raises(ModelFileError, match=re.escape(fragment)):
-        hparams_from_gguf(_gguf_md("llama", **extra), 100, {})
+        from_gguf(_gguf_md("llama", **extra), 100, {})
 
 
 def test_gguf_gemma3_pattern_from_bool_array() -> None:
     layers = [True, True, False, True, True, False]
     md = _gguf_md("gemma3", **{"gemma3.block_count": 6, "gemma3.attention.sliding_window": 512})
     md["gemma3.attention.sliding_window_pattern"] = layers
-    hp = hparams_from_gguf(md, 100, {})
+    hp = from_gguf(md, 100, {})
     assert hp.sliding_window_pattern == 3
     assert [hp.is_sliding(i) for i in range(6)] == layers
 
@@ -162,7 +162,7 @@ def test_gguf_gemma3_pattern_from_bool_array() -> None:
 @pytest.mark.parametrize("legacy", [False, True])
 @pytest.mark.parametrize("arch", ["llama", "qwen2", "qwen3", "gemma3"])
 def test_hf_config_both_generations(arch: str, legacy: bool) -> None:
-    hp = hparams_from_hf_config(hf_config(arch, tied=arch == "gemma3", legacy=legacy))
+    hp = from_hf_config(hf_config(arch, tied=arch == "gemma3", legacy=legacy))
     assert hp.architecture == arch
     assert (hp.n_layers, hp.hidden_size, hp.ffn_size, hp.n_heads, hp.n_kv_heads) == (
         2,
@@ -197,7 +197,7 @@ def test_hf_llama3_rope_scaling() -> None:
         "high_freq_factor": 4.0,
         "original_max_position_embeddings": 8192,
     }
-    scaling = hparams_from_hf_config(config).rope_scaling
+    scaling = from_hf_config(config).rope_scaling
     assert (scaling.kind, scaling.factor, scaling.original_context_length) == ("llama3", 8.0, 8192)
     assert (scaling.low_freq_factor, scaling.high_freq_factor) == (1.0, 4.0)
 
@@ -209,7 +209,7 @@ def test_hf_gemma3_per_layer_rope_parameters() -> None:
         "factor": 8.0,
         "rope_theta": 1e6,
     }
-    hp = hparams_from_hf_config(config)
+    hp = from_hf_config(config)
     assert hp.rope_scaling == RopeScaling(kind="linear", factor=8.0)
     assert (hp.rope_theta, hp.rope_local_theta) == (1e6, 10000.0)
 
@@ -227,14 +227,14 @@ def test_hf_gemma3_per_layer_rope_parameters() -> None:
 def test_hf_bad_config(change: dict[str, object], fragment: str) -> None:
     config = hf_config("llama", tied=False, legacy=True) | change
     with pytest.raises(ModelFileError, match=re.escape(fragment)):
-        hparams_from_hf_config(config)
+        from_hf_config(config)
 
 
 @pytest.mark.parametrize("arch", ["llama", "qwen2", "qwen3", "gemma3"])
 def test_fixture_configs_match_transformers(arch: str) -> None:
     """The hand-written 5.x configs read the same as the installed transformers' own."""
-    ours = hparams_from_hf_config(hf_config(arch, tied=arch == "gemma3"))
-    theirs = hparams_from_hf_config(transformers_config(arch, tied=arch == "gemma3"))
+    ours = from_hf_config(hf_config(arch, tied=arch == "gemma3"))
+    theirs = from_hf_config(transformers_config(arch, tied=arch == "gemma3"))
     assert ours == theirs
 
 
@@ -283,13 +283,13 @@ def test_absent_keys_mean_what_transformers_defaults_to(case: str, sizes: dict) 
     minimal = {"architectures": [cls_name], **sizes, **extra}
     full = getattr(transformers, config_cls)(**sizes, **extra).to_dict()
     full["architectures"] = [cls_name]
-    assert hparams_from_hf_config(minimal) == hparams_from_hf_config(full)
+    assert from_hf_config(minimal) == from_hf_config(full)
 
 
 def test_gemma3_defaults_are_transformers_not_the_global_base() -> None:
     """Gemma3TextConfig: sliding layers rotate with base 10000, global ones with 1e6, a window of
     4096 on five layers of six, attention scaled by 256 ** -0.5, whatever the file leaves out."""
-    hp = hparams_from_hf_config({"architectures": ["Gemma3ForCausalLM"], **_SIZES})
+    hp = from_hf_config({"architectures": ["Gemma3ForCausalLM"], **_SIZES})
     assert (hp.rope_local_theta, hp.rope_theta) == (10000.0, 1_000_000.0)
     assert (hp.sliding_window, hp.sliding_window_pattern, hp.head_dim) == (4096, 6, 256)
     assert hp.attn_scale == 256**-0.5 and hp.tie_embeddings and hp.hidden_act == "gelu_tanh"
@@ -299,9 +299,9 @@ def test_gemma3_defaults_are_transformers_not_the_global_base() -> None:
 def test_multimodal_gemma3_reads_its_text_config() -> None:
     text = hf_config("gemma3", tied=True)
     outer = {"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3"}
-    assert hparams_from_hf_config(outer | {"text_config": text}) == hparams_from_hf_config(text)
+    assert from_hf_config(outer | {"text_config": text}) == from_hf_config(text)
     with pytest.raises(ModelFileError, match=r"text_config\.model_type: unsupported"):
-        hparams_from_hf_config(outer | {"text_config": text | {"model_type": "siglip"}})
+        from_hf_config(outer | {"text_config": text | {"model_type": "siglip"}})
 
 
 @pytest.mark.parametrize(
@@ -323,23 +323,23 @@ def test_multimodal_gemma3_reads_its_text_config() -> None:
 def test_bad_rope_scaling_is_one_line(scaling: object, fragment: str) -> None:
     config = hf_config("llama", tied=False, legacy=True) | {"rope_scaling": scaling}
     with pytest.raises(ModelFileError, match=re.escape(fragment)) as info:
-        hparams_from_hf_config(config, "m/config.json")
+        from_hf_config(config, "m/config.json")
     assert str(info.value).startswith("m/config.json: ")
 
 
 def test_gguf_scaling_factor_without_type_is_linear_as_in_llama_cpp() -> None:
-    assert hparams_from_gguf(
+    assert from_gguf(
         _gguf_md("llama", **{"llama.rope.scaling.factor": 4.0}), 100, {}
     ).rope_scaling == (RopeScaling(kind="linear", factor=4.0))
-    legacy = hparams_from_gguf(_gguf_md("llama", **{"llama.rope.scale_linear": 2.0}), 100, {})
+    legacy = from_gguf(_gguf_md("llama", **{"llama.rope.scale_linear": 2.0}), 100, {})
     assert legacy.rope_scaling == RopeScaling(kind="linear", factor=2.0)
-    unscaled = hparams_from_gguf(_gguf_md("llama", **{"llama.rope.scaling.factor": 0.0}), 100, {})
+    unscaled = from_gguf(_gguf_md("llama", **{"llama.rope.scaling.factor": 0.0}), 100, {})
     assert unscaled.rope_scaling == RopeScaling()  # llama.cpp: 0 means "not set"
 
 
 def test_biases_follow_the_config() -> None:
     config = hf_config("llama", tied=False, legacy=True)
-    hp = hparams_from_hf_config(config | {"attention_bias": True, "mlp_bias": True})
+    hp = from_hf_config(config | {"attention_bias": True, "mlp_bias": True})
     assert hp.qkv_bias and hp.attn_output_bias and hp.mlp_bias
-    qwen2 = hparams_from_hf_config(hf_config("qwen2", tied=False) | {"attention_bias": True})
+    qwen2 = from_hf_config(hf_config("qwen2", tied=False) | {"attention_bias": True})
     assert qwen2.qkv_bias and not qwen2.attn_output_bias  # qwen2: q/k/v biases, never o's

@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ember.models.errors import ModelFileError
+from ember.models.files.hparams.from_gguf import from_gguf
+from ember.models.files.hparams.from_hf import from_hf_config
 from ember.models.files.hparams.hparams import (
     ModelHParams,
-    hparams_from_gguf,
-    hparams_from_hf_config,
 )
 from ember.models.files.safetensors import open_safetensors
 from ember.models.files.tokenizer_config import read_tokenizer_config
@@ -45,7 +45,7 @@ def _clean(exc: ModelFileError, source: str) -> None:
 @given(config=config_edits())
 def test_config_values_give_hparams_or_a_clean_error(config: dict[str, Any]) -> None:
     try:
-        hp = hparams_from_hf_config(config, "m/config.json")
+        hp = from_hf_config(config, "m/config.json")
     except ModelFileError as exc:
         _clean(exc, "m/config.json")
         return
@@ -61,7 +61,7 @@ def test_gguf_values_give_hparams_or_a_clean_error(
 ) -> None:
     shapes: dict[str, tuple[int, ...]] = {"token_embd.weight": (100, 64)}
     try:
-        hp = hparams_from_gguf(metadata, n_tokens, shapes, "m.gguf")
+        hp = from_gguf(metadata, n_tokens, shapes, "m.gguf")
     except ModelFileError as exc:
         _clean(exc, "m.gguf")
         return

@@ -137,7 +137,7 @@ def test_scaffold_sends_tools_through_the_template(tiny_models: TinyModels) -> N
 
 @pytest.mark.model
 def test_starter_chats_through_the_scaffold(starter_gguf: Path) -> None:
-    from ember.models.text.tokenizers.base import open_tokenizer
+    from ember.models.text.tokenizers.open import open_tokenizer
 
     tok = open_tokenizer(starter_gguf)
     chat = chat_renderer(_files(starter_gguf, "gemma3-270m"), tok)

@@ -9,9 +9,10 @@ import pytest
 
 from ember.models.errors import TemplateError
 from ember.models.files.inspect import TEMPLATE_SOURCES
-from ember.models.text.templates.chat_template import ChatTemplate, Segment
+from ember.models.text.templates.chat_template import ChatTemplate
 from ember.models.text.templates.sandbox import TemplateLimits
-from ember.models.text.tokenizers.base import open_tokenizer
+from ember.models.text.templates.segments import Segment
+from ember.models.text.tokenizers.open import open_tokenizer
 from tests.fixtures.tiny_models import TinyModels
 
 CONVERSATION = [

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from ember.models.errors import ModelFileError
-from ember.models.text.tokenizers.base import IncrementalDecoder, Tokenizer, open_tokenizer
+from ember.models.text.tokenizers.base import IncrementalDecoder, Tokenizer
+from ember.models.text.tokenizers.open import open_tokenizer
 from tests.fixtures.tiny_models import TinyModels
 
 MIXED = [

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from ember.engine.api import AUTO_CTX, EngineOptions, ModelFiles
-from ember.engine.embedding import CannotEmbed, InputRejected, load_embedder
+from ember.engine.embedding import CannotEmbed, InputRejected
 from ember.engine.errors import EngineError
+from ember.engine.load import load_embedder
 from tests.fixtures.tiny_bert import CONTEXT, HIDDEN, write_tiny_bert
 
 pytest.importorskip("llama_cpp")

@@ -15,8 +15,8 @@ from ember.engine.api import (
     GenerationRequest,
     ModelFiles,
     SamplingParams,
-    load_engine,
 )
+from ember.engine.load import load_engine
 
 pytestmark = pytest.mark.model
 

@@ -13,7 +13,8 @@ from ember.engine.runners.torch.arch import ARCHS, arch_spec
 from ember.engine.runners.torch.config import model_config
 from ember.engine.runners.torch.layers.rope import Rope
 from ember.models.errors import ModelFileError
-from ember.models.files.hparams.hparams import SUPPORTED_ARCHS, hparams_from_hf_config
+from ember.models.files.hparams.from_hf import from_hf_config
+from ember.models.files.hparams.hparams import SUPPORTED_ARCHS
 from tests.fixtures.quick_hf import hf_config
 from tests.models.files.metadata_strategies import config_edits
 
@@ -23,7 +24,7 @@ def test_runner_builds_every_architecture_the_description_supports() -> None:
 
 
 def test_gemma3_mapping() -> None:
-    hp = hparams_from_hf_config(hf_config("gemma3", tied=True))
+    hp = from_hf_config(hf_config("gemma3", tied=True))
     cfg = model_config(hp, arch_spec(hp.architecture, "m"))
     assert cfg.sandwich_norms and cfg.embed_scale == math.sqrt(hp.hidden_size)
     assert cfg.norm_offset == 1.0 and cfg.activation == "gelu_tanh" and cfg.tie_embeddings
@@ -42,7 +43,7 @@ def test_gemma3_mapping() -> None:
 @given(config=config_edits())
 def test_every_valid_description_maps_to_finite_rope_tables(config: dict[str, Any]) -> None:
     try:
-        hp = hparams_from_hf_config(config)
+        hp = from_hf_config(config)
     except ModelFileError:
         return
     cfg = model_config(hp, arch_spec(hp.architecture, "m"))

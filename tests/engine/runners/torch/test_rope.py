@@ -8,7 +8,7 @@ import torch
 from ember.engine.runners.torch.arch import ARCHS
 from ember.engine.runners.torch.config import RopeParams, model_config
 from ember.engine.runners.torch.layers.rope import Rope, apply_rope, inv_freq_for
-from ember.models.files.hparams.hparams import hparams_from_hf_config
+from ember.models.files.hparams.from_hf import from_hf_config
 
 HEAD_DIM = 64
 
@@ -38,7 +38,7 @@ def _ours(params: dict, generation: str) -> RopeParams:
         scaling = {k: v for k, v in params.items() if k != "rope_theta"}
         config["rope_theta"] = params["rope_theta"]
         config["rope_scaling"] = None if scaling["rope_type"] == "default" else scaling
-    return model_config(hparams_from_hf_config(config), ARCHS["llama"]).rope
+    return model_config(from_hf_config(config), ARCHS["llama"]).rope
 
 
 @pytest.mark.parametrize("generation", ["5.x", "4.x"])

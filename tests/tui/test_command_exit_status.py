@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from textual.app import App
 
-from ember.app.cli import main
+from ember.__main__ import main
 from ember.app.config import get_paths
 from ember.tui.app import EmberApp
 

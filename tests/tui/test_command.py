@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ember.app.cli import build_parser
+from ember.__main__ import build_parser
 from ember.app.history.store import History
 from ember.paths import get_paths
 

@@ -1,7 +1,7 @@
-"""The README's CLI reference, generated from the real argument parser's --help.
+"""The CLI reference (docs/cli.md), generated from the real argument parser's --help.
 
-`python -m ember.app.cli_reference --write` rewrites the section of README.md between the
-markers; a test checks that the README matches, so the reference never drifts from the code.
+`python -m ember.cli_reference --write` rewrites the section of docs/cli.md between the
+markers; a test checks that the file matches, so the reference never drifts from the code.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def _help(parser: argparse.ArgumentParser) -> str:
 
 def render() -> str:
     """Markdown for `ember --help` and every subcommand's --help."""
-    from ember.app.cli import build_parser
+    from ember.__main__ import build_parser
 
     os.environ["COLUMNS"] = "100"
     parser = build_parser()
@@ -33,23 +33,23 @@ def render() -> str:
     return "\n".join(parts)
 
 
-def splice(readme: str, reference: str) -> str:
-    """README text with the reference placed between the markers."""
-    head, rest = readme.split(START, 1)
+def splice(text: str, reference: str) -> str:
+    """The reference file's text with the reference placed between the markers."""
+    head, rest = text.split(START, 1)
     _, tail = rest.split(END, 1)
     return f"{head}{START}\n{reference}\n{END}{tail}"
 
 
 def main(argv: list[str] | None = None) -> int:
     args = argv if argv is not None else sys.argv[1:]
-    readme = Path(__file__).resolve().parent.parent / "README.md"
-    if not readme.exists():  # an installed package has no README to update
+    reference_file = Path(__file__).resolve().parent.parent / "docs" / "cli.md"
+    if not reference_file.exists():  # an installed package has no docs/ to update
         print(render())
         return 0
-    text = readme.read_text(encoding="utf-8")
+    text = reference_file.read_text(encoding="utf-8")
     updated = splice(text, render())
     if "--write" in args:
-        readme.write_text(updated, encoding="utf-8")
+        reference_file.write_text(updated, encoding="utf-8")
         return 0
     print(render())
     return 0 if updated == text else 1

@@ -1,23 +1,23 @@
-"""The README's CLI reference is the real --help output (regenerate: python -m ember.app.cli_reference --write)."""
+"""docs/cli.md is the real --help output (regenerate: python -m ember.cli_reference --write)."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from ember.app.cli_reference import END, START, render, splice
+from ember.cli_reference import END, START, render, splice
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 
 
 def test_readme_cli_reference_is_current() -> None:
-    text = README.read_text(encoding="utf-8")
+    text = REFERENCE.read_text(encoding="utf-8")
     assert START in text and END in text
-    assert splice(text, render()) == text, "run: python -m ember.app.cli_reference --write"
+    assert splice(text, render()) == text, "run: python -m ember.cli_reference --write"
 
 
 def test_reference_covers_every_subcommand() -> None:
-    from ember.app.cli import build_parser
+    from ember.__main__ import build_parser
 
     reference = render()
     parser = build_parser()
