@@ -35,7 +35,7 @@ class Settings:
     model: str = "gemma3-270m"
     runner: str = "auto"
     device: str = "auto"
-    threads: int = 0  # 0 = all physical cores; at most this machine's CPU count
+    threads: int = 0  # 0 = auto (the cores free now); at most this machine's CPU count
     ctx: int = 4096  # tokens; "auto" (stored as AUTO_CTX = 0): the largest that fits free RAM
     kv_cache: str = DEFAULT_KV_CACHE  # f16 | q8 | q4 (models/quants/kv_cache.py)
     sink: int = 4

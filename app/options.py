@@ -146,7 +146,7 @@ def add_engine_flags(parser: argparse.ArgumentParser, *, remote: bool = True) ->
             help="an OpenAI-compatible server to run MODEL on (key: $EMBER_REMOTE_API_KEY)",
         )
     parser.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"))
-    parser.add_argument("--threads", type=int, help="CPU threads (0 = physical cores)")
+    parser.add_argument("--threads", type=int, help="CPU threads (0 = auto: the cores free now)")
     add_context_flags(parser)
     parser.add_argument(
         "--sink", type=int, help="attention-sink tokens kept at the start (default 4)"
