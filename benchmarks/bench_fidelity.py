@@ -49,7 +49,8 @@ def score(reference: Path) -> dict[str, float]:
     ref_nll = mean_nll(expected, ids)
     out: dict[str, float] = {}
     for name, got in (("prompt", fresh), ("quantized", stepped)):
-        out[f"{name}_top1"] = float((got.argmax(-1) == expected.argmax(-1)).mean())
+        agree = got.argmax(-1) == expected.argmax(-1)
+        out[f"{name}_top1"], out[f"{name}_agree"] = float(agree.mean()), int(agree.sum())
         out[f"{name}_ppl_ratio"] = float(np.exp(mean_nll(got, ids) - ref_nll))
     return out
 
@@ -99,14 +100,14 @@ def main(argv: list[str] | None = None) -> None:
     if args.json:
         print(json.dumps(rows))
         return
-    print(f"{this_cpu().machine}, CPU flags avx512f={'avx512f' in this_cpu().flags}; 512 tokens")
+    print(f"{this_cpu().machine}, CPU flags avx512f={'avx512f' in this_cpu().flags}; 513 positions")
     print(
         f"{'ISA':<10}{'prompt top-1':>16}{'ppl ratio':>11}{'quantized top-1':>19}{'ppl ratio':>11}"
     )
     for isa, r in rows.items():
         print(
-            f"{isa:<10}{r['prompt_top1']:>10.4f} ({round(r['prompt_top1'] * 512)}){r['prompt_ppl_ratio']:>11.4f}"
-            f"{r['quantized_top1']:>13.4f} ({round(r['quantized_top1'] * 512)}){r['quantized_ppl_ratio']:>11.4f}"
+            f"{isa:<10}{r['prompt_top1']:>10.4f} ({r['prompt_agree']}){r['prompt_ppl_ratio']:>11.4f}"
+            f"{r['quantized_top1']:>13.4f} ({r['quantized_agree']}){r['quantized_ppl_ratio']:>11.4f}"
         )
 
 
