@@ -33,8 +33,14 @@ def mean_nll(logits: np.ndarray, ids: list[int]) -> float:
 
 
 @pytest.fixture(scope="module")
+def starter_runner(starter_files: ModelFiles) -> TorchRunner:
+    """One load for the module's tests (each sets up its own KV cache)."""
+    return load_starter(starter_files)
+
+
+@pytest.fixture(scope="module")
 def starter_scores(
-    starter_gguf: Path, starter_files: ModelFiles
+    starter_gguf: Path, starter_runner: TorchRunner
 ) -> tuple[list[int], np.ndarray, np.ndarray]:
     """(ids, our logits, llama.cpp's logits) over 512 scored tokens of English text."""
     from llama_cpp import Llama
@@ -43,8 +49,7 @@ def starter_scores(
     ids = vocab.tokenize(TEXT.read_text().encode(), add_bos=True)[:513]
     assert len(ids) == 513  # BOS + 512 scored tokens
     expected = llama_logits(starter_gguf, ids)
-    runner = load_starter(starter_files)
-    return ids, prefill_logits(runner, ids, num_blocks=40), expected
+    return ids, prefill_logits(starter_runner, ids, num_blocks=40), expected
 
 
 @pytest.mark.model
@@ -102,7 +107,7 @@ def test_starter_top1_agreement_floor(
 
 @pytest.mark.model
 def test_starter_quantized_path_agreement_floor(
-    starter_files: ModelFiles, starter_scores: tuple[list[int], np.ndarray, np.ndarray]
+    starter_runner: TorchRunner, starter_scores: tuple[list[int], np.ndarray, np.ndarray]
 ) -> None:
     """Decode runs the quantized kernels (native: the GGUF blocks with 8-bit activations, like
     llama.cpp): scored in 16-token steps it stays over TOP1_FLOOR and its perplexity within 1%
@@ -112,7 +117,7 @@ def test_starter_quantized_path_agreement_floor(
     from .helpers import SimpleSeq, scattered_blocks
 
     ids, _, expected = starter_scores
-    runner = load_starter(starter_files)
+    runner = starter_runner
     runner.init_kv(40, 16)
     seq = SimpleSeq(0, 16, scattered_blocks(40))
     steps = [ids[i : i + 16] for i in range(0, len(ids), 16)]
