@@ -13,16 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from ember.app.errors import ConfigError
+from ember.app.parameters import default
 from ember.app.rules import (
     AUTO_CTX,
     CHAT_FORMATS,
-    DEFAULT_DRY_BREAKERS,
     DEVICES,
     RUNNERS,
     check_setting,
     parse_ctx,
 )
-from ember.models.quants.kv_cache import DEFAULT_KV_CACHE
 from ember.paths import Paths, get_paths
 
 __all__ = ["CHAT_FORMATS", "DEVICES", "RUNNERS", "Settings", "load_settings", "save_settings"]
@@ -30,34 +29,37 @@ __all__ = ["CHAT_FORMATS", "DEVICES", "RUNNERS", "Settings", "load_settings", "s
 
 @dataclass
 class Settings:
-    """Defaults applied to new chats and one-shot runs; every field has a CLI flag too."""
+    """Defaults applied to new chats and one-shot runs; every field has a CLI flag too.
 
-    model: str = "gemma3-270m"
-    runner: str = "auto"
-    device: str = "auto"
-    threads: int = 0  # 0 = auto (the cores free now); at most this machine's CPU count
-    ctx: int = 4096  # tokens; "auto" (stored as AUTO_CTX = 0): the largest that fits free RAM
-    kv_cache: str = DEFAULT_KV_CACHE  # f16 | q8 | q4 (models/quants/kv_cache.py)
-    sink: int = 4
-    window: int = -1  # -1 = derived from the context length; 0 = off
-    draft: str = "auto"  # auto | none | lookup | self | MODEL
-    draft_tokens: int = 4
-    prefix_cache: bool = True
-    system_prompt: str = ""
-    temperature: float = 0.7
-    top_k: int = 40
-    top_p: float = 0.95
-    min_p: float = 0.05
-    repeat_penalty: float = 1.0
-    max_tokens: int = 1024
-    chat_format: str = "auto"  # auto | template | scaffold (base-model chat; README)
-    # DRY repetition penalty and the loop detector (README "Repetition"); 0 = off
-    dry_multiplier: float = 0.8
-    dry_base: float = 1.75
-    dry_allowed_length: int = 2
-    dry_penalty_last_n: int = -1  # -1 = the whole context
-    dry_sequence_breakers: str = DEFAULT_DRY_BREAKERS  # a JSON list of strings
-    loop_min_tokens: int = 64
+    Each field's type, range, default and meaning is its row in the parameter table
+    (app/parameters: ctx 0 = auto, window -1 = from ctx, kv_cache f16 | q8 | q4, DRY and the
+    loop detector 0 = off); the fields here are the table's settings-file keys, in order."""
+
+    model: str = default("model")
+    runner: str = default("runner")
+    device: str = default("device")
+    threads: int = default("threads")
+    ctx: int = default("ctx")
+    kv_cache: str = default("kv_cache")
+    sink: int = default("sink")
+    window: int = default("window")
+    draft: str = default("draft")
+    draft_tokens: int = default("draft_tokens")
+    prefix_cache: bool = default("prefix_cache")
+    system_prompt: str = default("system_prompt")
+    temperature: float = default("temperature")
+    top_k: int = default("top_k")
+    top_p: float = default("top_p")
+    min_p: float = default("min_p")
+    repeat_penalty: float = default("repeat_penalty")
+    max_tokens: int = default("max_tokens")
+    chat_format: str = default("chat_format")
+    dry_multiplier: float = default("dry_multiplier")
+    dry_base: float = default("dry_base")
+    dry_allowed_length: int = default("dry_allowed_length")
+    dry_penalty_last_n: int = default("dry_penalty_last_n")
+    dry_sequence_breakers: str = default("dry_sequence_breakers")
+    loop_min_tokens: int = default("loop_min_tokens")
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

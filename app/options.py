@@ -22,33 +22,23 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from ember.app.config import Settings, load_settings
 from ember.app.errors import ConfigError
-from ember.app.rules import (
-    CHAT_FORMATS,
-    FLAG_RUNNERS,
-    KV_CACHE_TYPES,
-    check_flag,
-    parse_breakers,
-    parse_ctx,
-)
+from ember.app.parameters import REPETITION_NAMES, SAMPLING_NAMES
+from ember.app.parameters.flags import add_flag, add_flags
+from ember.app.rules import FLAG_RUNNERS, check_flag, check_setting, parse_breakers, parse_ctx
 from ember.paths import Paths, get_paths
 
 if TYPE_CHECKING:
     from ember.engine.api import EngineOptions, SamplingParams
 
-SAMPLING_FLAGS = ("temperature", "top_k", "top_p", "min_p", "repeat_penalty", "max_tokens")
+# the table's sampling settings (temperature ... max_tokens), each with its flag
+SAMPLING_FLAGS = SAMPLING_NAMES
 # repetition control (README "Repetition"): DRY and the loop detector; settings and flags alike
-REPETITION_FLAGS = (
-    "dry_multiplier",
-    "dry_base",
-    "dry_allowed_length",
-    "dry_penalty_last_n",
-    "dry_sequence_breakers",  # a JSON list of strings, parsed into the engine's tuple
-    "loop_min_tokens",
-)
+# (dry_sequence_breakers is a JSON list of strings, parsed into the engine's tuple)
+REPETITION_FLAGS = REPETITION_NAMES
 
 PACKED_CACHE_ENV = "EMBER_PACKED_CACHE"
 _OFF = ("off", "0", "no", "false")
@@ -121,22 +111,13 @@ def ctx_arg(text: str) -> int:
 
 def add_context_flags(parser: argparse.ArgumentParser) -> None:
     """--ctx and --kv-cache (every command that loads a model, `ember chat` included)."""
-    parser.add_argument(
-        "--ctx",
-        type=ctx_arg,
-        metavar="N|auto",
-        help="context limit in tokens, or auto: the largest that fits free RAM (default: settings)",
-    )
-    parser.add_argument(
-        "--kv-cache",
-        metavar="|".join(KV_CACHE_TYPES),
-        help="KV cache type: f16 (default), q8 (8-bit: about half the memory), q4 (4-bit, "
-        "llama.cpp runner only)",
-    )
+    add_flag(parser, "ctx", kind=ctx_arg)
+    add_flag(parser, "kv_cache")
 
 
 def add_engine_flags(parser: argparse.ArgumentParser, *, remote: bool = True) -> None:
-    """Flags that choose how the model is loaded; defaults come from the settings file."""
+    """Flags that choose how the model is loaded (app/parameters' rows); defaults come from
+    the settings file."""
     runners = "torch | llama.cpp | remote | auto" if remote else "torch | llama.cpp | auto"
     parser.add_argument("--runner", help=f"{runners} (default: settings)")
     if remote:
@@ -145,62 +126,24 @@ def add_engine_flags(parser: argparse.ArgumentParser, *, remote: bool = True) ->
             metavar="URL",
             help="an OpenAI-compatible server to run MODEL on (key: $EMBER_REMOTE_API_KEY)",
         )
-    parser.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"))
-    parser.add_argument("--threads", type=int, help="CPU threads (0 = auto: the cores free now)")
+    add_flags(parser, ("device", "threads"))
     add_context_flags(parser)
-    parser.add_argument(
-        "--sink", type=int, help="attention-sink tokens kept at the start (default 4)"
-    )
-    parser.add_argument(
-        "--window",
-        type=int,
-        help="recent tokens kept when the cache is full (0 = off, -1 = from --ctx)",
-    )
-    parser.add_argument(
-        "--kv-budget", type=parse_bytes, help="KV cache memory, e.g. 512M (default: from --ctx)"
-    )
+    add_flags(parser, ("sink", "window"))
+    add_flag(parser, "kv_budget", kind=parse_bytes)
     parser.add_argument(
         "--no-prefix-cache", action="store_true", help="do not reuse cached prompt prefixes"
     )
-    parser.add_argument(
-        "--draft",
-        metavar="MODEL|lookup|self|none|auto",
-        help="speculative decoding: a draft model, prompt lookup, a self-draft, none, or auto "
-        "(lookup on torch, none on llama.cpp; the default)",
-    )
-    parser.add_argument(
-        "--draft-tokens", type=int, metavar="K", help="most tokens drafted per step (default 4)"
-    )
-    parser.add_argument(
-        "--chat-format",
-        choices=CHAT_FORMATS,
-        help="how chats are rendered: the model's template, the base-model scaffold, or auto "
-        "(the scaffold for pretrained models; the default)",
-    )
+    add_flags(parser, ("draft", "draft_tokens", "chat_format"))
+
+
+def add_sampling_flags(parser: argparse.ArgumentParser) -> None:
+    """The sampling flags (SAMPLING_FLAGS, then --seed); defaults come from the settings file."""
+    add_flags(parser, (*SAMPLING_FLAGS, "seed"))
 
 
 def add_repetition_flags(parser: argparse.ArgumentParser) -> None:
     """DRY and loop-detector flags (REPETITION_FLAGS); defaults come from the settings file."""
-    parser.add_argument(
-        "--dry-multiplier", type=float, help="DRY repetition penalty strength (0 = off)"
-    )
-    parser.add_argument("--dry-base", type=float, help="DRY growth per repeated token (>= 1)")
-    parser.add_argument(
-        "--dry-allowed-length", type=int, help="DRY: repeats up to this many tokens are free"
-    )
-    parser.add_argument(
-        "--dry-penalty-last-n", type=int, help="DRY: recent tokens searched (-1 = all, 0 = off)"
-    )
-    parser.add_argument(
-        "--dry-sequence-breakers",
-        metavar="JSON",
-        help='DRY: a JSON list of strings no repeat spans, e.g. \'["\\n", ":"]\'',
-    )
-    parser.add_argument(
-        "--loop-min-tokens",
-        type=int,
-        help="end a reply once its last N+ tokens are one cycle repeated (0 = off)",
-    )
+    add_flags(parser, REPETITION_FLAGS)
 
 
 def packed_cache_dir(paths: Paths, env: Mapping[str, str]) -> str:
@@ -263,19 +206,30 @@ def engine_options(
 
 
 def sampling_params(
-    settings: Settings, flags: Mapping[str, Any], *, seed: int | None = None
+    settings: Settings,
+    flags: Mapping[str, Any],
+    *,
+    seed: int | None = None,
+    given_as: Literal["flag", "setting"] = "flag",
 ) -> SamplingParams:
-    """SamplingParams for a run: flags (None = not given) over the settings' defaults, for the
-    sampling and the repetition controls alike; ConfigError names the first bad flag
-    (--temperature, ..., --dry-sequence-breakers, --seed)."""
+    """SamplingParams for a run or a chat: given values (flags, or a chat's own settings; None
+    = not given) over the settings' defaults, for the sampling and the repetition controls
+    alike. ConfigError names the first bad value as given: `--temperature 11: ...` for a flag,
+    `this chat: setting temperature=11: ...` for a chat's own setting."""
     from ember.engine.api import SamplingParams
+
+    def check(name: str, value: Any) -> None:
+        if given_as == "flag":
+            check_flag("--" + name.replace("_", "-"), value)
+        else:
+            check_setting(name, value, "this chat")
 
     values: dict[str, Any] = {}
     for name in (*SAMPLING_FLAGS, *REPETITION_FLAGS):
         given = flags.get(name)
-        check_flag("--" + name.replace("_", "-"), given)
+        check(name, given)
         values[name] = getattr(settings, name) if given is None else given
-    check_flag("--seed", seed)
+    check("seed", seed)
     breakers = parse_breakers(values.pop("dry_sequence_breakers"))
     assert breakers is not None  # checked above (flag) or by Settings.validate (setting)
     return SamplingParams(seed=seed, dry_sequence_breakers=breakers, **values)

@@ -22,7 +22,8 @@ class EngineInfo:
     context_limit: int
     features: dict[str, bool] = field(default_factory=dict)  # sink_window, prefix_cache, draft...
     tool_format: str = "generic"  # how the model writes tool calls (models/text/tool_calls)
-    kv_cache: str = ""  # the runner's KV element type: float16, int8, f16, q8_0, q4_0...
+    kv_cache: str = ""  # the KV cache type asked for: f16 | q8 | q4 (models/quants/kv_cache)
+    kv_element: str = ""  # how the runner stores it: float16, bfloat16, int8, q8_0, q4_0...
     kv_cache_bytes: int = 0  # the KV pool the runner allocated (all layers, K and V)
     context_note: str = ""  # one line on how the context was chosen (`--ctx auto`), else ""
 

@@ -88,6 +88,7 @@ class Finished:
     error: str = ""  # one-line reason when reason == "error"
     refused: bool = False  # the request itself was refused (bad input), nothing was generated
     logprobs: tuple[TokenLogprob, ...] = ()  # every TextDelta's logprobs, in order
+    stop_sequence: str = ""  # the request's stop string that ended the reply, if one did
 
 
 Event = TextDelta | Finished

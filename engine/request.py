@@ -58,27 +58,33 @@ class SamplingParams:
     top_logprobs: int = 0
 
     def __post_init__(self) -> None:
+        # the ranges of app/parameters' table (the CLI, settings and server views share them;
+        # tests/app/test_parameters.py keeps the two equal)
         checks: list[tuple[str, bool, str]] = [
-            ("temperature", 0.0 <= self.temperature <= 100.0, "must be in [0, 100]"),
-            ("top_k", self.top_k >= 0, "must be >= 0"),
+            ("temperature", 0.0 <= self.temperature <= 10.0, "must be in [0, 10]"),
+            ("top_k", 0 <= self.top_k <= 1 << 20, "must be in [0, 1048576]"),
             ("top_p", 0.0 < self.top_p <= 1.0, "must be in (0, 1]"),
             ("min_p", 0.0 <= self.min_p <= 1.0, "must be in [0, 1]"),
-            ("repeat_penalty", 0.0 < self.repeat_penalty <= 100.0, "must be in (0, 100]"),
+            ("repeat_penalty", 0.0 < self.repeat_penalty <= 10.0, "must be in (0, 10]"),
             (
                 "presence_penalty",
-                -100.0 <= self.presence_penalty <= 100.0,
-                "must be in [-100, 100]",
+                -2.0 <= self.presence_penalty <= 2.0,
+                "must be in [-2, 2]",
             ),
             (
                 "frequency_penalty",
-                -100.0 <= self.frequency_penalty <= 100.0,
-                "must be in [-100, 100]",
+                -2.0 <= self.frequency_penalty <= 2.0,
+                "must be in [-2, 2]",
             ),
-            ("penalty_last_n", self.penalty_last_n >= 0, "must be >= 0"),
+            ("penalty_last_n", 0 <= self.penalty_last_n <= 1 << 20, "must be in [0, 1048576]"),
             ("dry_multiplier", 0.0 <= self.dry_multiplier <= 100.0, "must be in [0, 100]"),
             ("dry_base", 1.0 <= self.dry_base <= 100.0, "must be in [1, 100]"),
             ("dry_allowed_length", 1 <= self.dry_allowed_length <= 1 << 16, "must be >= 1"),
-            ("dry_penalty_last_n", self.dry_penalty_last_n >= -1, "must be -1 (all) or >= 0"),
+            (
+                "dry_penalty_last_n",
+                -1 <= self.dry_penalty_last_n <= 1 << 20,
+                "must be -1 (all) or >= 0",
+            ),
             (
                 "dry_sequence_breakers",
                 len(self.dry_sequence_breakers) <= 16
@@ -86,7 +92,7 @@ class SamplingParams:
                 "at most 16 strings of 1 to 40 characters",
             ),
             ("loop_min_tokens", 0 <= self.loop_min_tokens <= 1 << 20, "must be >= 0 (0 = off)"),
-            ("max_tokens", self.max_tokens >= 1, "must be >= 1"),
+            ("max_tokens", 1 <= self.max_tokens <= 1 << 20, "must be in [1, 1048576]"),
             (
                 "seed",
                 self.seed is None or 0 <= self.seed <= MAX_SEED,
@@ -212,12 +218,17 @@ class GenerationRequest:
     # a grammar) or a tool's name (a call to that one, enforced)
     tool_choice: str = "auto"
     template_kwargs: Mapping[str, Any] = field(default_factory=dict)  # e.g. enable_thinking
+    # fill-in-the-middle: prompt is the text before the cursor, suffix the text after it; the
+    # engine builds the model's FIM prompt (models/text/fim.py), refused without FIM tokens
+    suffix: str | None = None
     request_id: int = field(default_factory=lambda: next(_request_ids))
 
     def __post_init__(self) -> None:
         given = [x is not None for x in (self.messages, self.prompt, self.prompt_ids)]
         if sum(given) != 1:
             raise EngineError("request: give exactly one of messages, prompt or prompt_ids")
+        if self.suffix is not None and self.prompt is None:
+            raise EngineError("request suffix: only a raw prompt can have a suffix")
         names = [tool.name for tool in self.tools]
         if len(set(names)) != len(names):
             raise EngineError("request tools: two tools have the same name")

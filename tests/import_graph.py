@@ -177,7 +177,7 @@ def cycle_path(group: list[str], found: list[Edge]) -> list[Edge]:
 
 # --- the layers -------------------------------------------------------------------------------
 
-BASE = {"ember", "ember.errors", "ember.paths", "ember.text"}  # everybody may import these
+BASE = {"ember", "ember.errors", "ember.paths", "ember.text", "ember.user_files"}  # for everybody
 ENTRY = {"ember.__main__", "ember.cli", "ember.cli_reference"}  # the composition root: sees all
 
 

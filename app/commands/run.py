@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from ember.app.options import add_engine_flags, add_repetition_flags
+from ember.app.options import add_engine_flags, add_repetition_flags, add_sampling_flags
 
 NAME = "run"
 HELP = "Generate a reply to one prompt and stream it to stdout (prompt from stdin if omitted)."
@@ -36,15 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--raw", action="store_true", help="no chat template: the prompt is the model input"
     )
-    parser.add_argument("--max-tokens", type=int, help="most tokens to generate")
-    parser.add_argument("--temperature", type=float, help="0 = greedy (exact argmax)")
-    parser.add_argument("--top-k", type=int, help="keep the k most likely tokens (0 = off)")
-    parser.add_argument("--top-p", type=float, help="nucleus sampling mass (1 = off)")
-    parser.add_argument("--min-p", type=float, help="drop tokens below min-p x the top probability")
-    parser.add_argument(
-        "--repeat-penalty", type=float, help="llama.cpp's repetition penalty (1 = off)"
-    )
-    parser.add_argument("--seed", type=int, help="random seed for reproducible sampling")
+    add_sampling_flags(parser)
     add_repetition_flags(parser)
     shape = parser.add_mutually_exclusive_group()
     shape.add_argument(
@@ -66,15 +58,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 GRAMMAR_KINDS = {".gbnf": "gbnf", ".lark": "lark", ".regex": "regex", ".re": "regex"}
 
 
-def _read_spec_file(flag: str, path: str) -> str:
-    from pathlib import Path
+MAX_SPEC_BYTES = 1024 * 1024  # a schema or grammar file; a FIFO or device is refused unread
 
+
+def _read_spec_file(flag: str, path: str) -> str:
     from ember.app.errors import ConfigError
+    from ember.user_files import UserFileError, read_user_text
 
     try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{flag} {path}: cannot read ({exc})") from None
+        return read_user_text(path, flag, MAX_SPEC_BYTES)
+    except UserFileError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _engine_log_to_file() -> None:
+    """The engine's own log (a failed request's traceback) goes to run.log in the cache folder,
+    not the terminal, where the one-line error says what failed."""
+    import logging
+
+    from ember.paths import get_paths
+
+    logger = logging.getLogger("ember")
+    path = get_paths().cache_dir / "run.log"
+    if any(getattr(h, "baseFilename", "") == str(path) for h in logger.handlers):
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path, encoding="utf-8", delay=True)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s"))
+    logger.addHandler(handler)
 
 
 def constraint_from_args(args: argparse.Namespace) -> Any:
@@ -126,6 +137,7 @@ def run(args: argparse.Namespace) -> int:
     from ember.text import visible
 
     settings = load_settings()
+    _engine_log_to_file()
     options = engine_options(args.model, settings, EngineFlags.from_args(args))
     prompt = argument_text(args.prompt, "prompt") if args.prompt is not None else stdin_text()
     if args.system is not None:
@@ -167,6 +179,7 @@ def run(args: argparse.Namespace) -> int:
             "runner": stats.runner,
             "device": stats.device,
             "kv_cache": backend.info.kv_cache,
+            "kv_element": backend.info.kv_element,
             "kv_cache_bytes": backend.info.kv_cache_bytes,
         }
         record.update({name: getattr(stats, name) for name in JSON_FIELDS})

@@ -1,4 +1,4 @@
-"""Validation of OpenAI-style request bodies into engine requests (422 with a reason on bad input).
+"""Validation of OpenAI-style request bodies into engine requests (400 with a reason on bad input).
 
 Types are checked strictly (a bool is not an int, a string is not a number) and every numeric
 parameter is bounded, so nothing the client sends reaches the engine unchecked.
@@ -9,15 +9,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ember.app.parameters import ParameterInvalid, check_field, read_field, read_fields, view
 from ember.app.server import chat_fields, dry_fields, logprob_fields
 from ember.app.server.errors import RequestInvalid
-from ember.engine.api import MAX_SEED, ChatMessage, GenerationRequest, SamplingParams
+from ember.engine.api import ChatMessage, GenerationRequest, SamplingParams
 from ember.engine.errors import EngineError
 
 MAX_MESSAGES = 1024
 MAX_STOP = 16
 MAX_STOP_CHARS = 256
 MAX_PROMPT_CHARS = 1 << 20
+
+# read from the body by the OpenAI view of the parameter table
+_OPENAI_FIELDS = (
+    "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty", "seed",
+)  # fmt: skip
 
 __all__ = ["ParsedRequest", "RequestInvalid", "parse_chat", "parse_completion"]
 
@@ -30,17 +36,6 @@ class ParsedRequest:
     stream: bool
     include_usage: bool
     request: GenerationRequest
-
-
-def _number(body: dict[str, Any], key: str, lo: float, hi: float, default: float) -> float:
-    value = body.get(key, default)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise RequestInvalid(key, f"must be a number, got {type(value).__name__}")
-    if not lo <= value <= hi:
-        raise RequestInvalid(key, f"must be between {lo:g} and {hi:g}, got {value}")
-    return float(value)
 
 
 def _integer(body: dict[str, Any], key: str, lo: int, hi: int, default: int | None) -> int | None:
@@ -142,37 +137,44 @@ def _ignore_eos(body: dict[str, Any]) -> bool:
 
 def _repeat_penalty(body: dict[str, Any]) -> float:
     """llama-server's repeat_penalty, or vLLM's repetition_penalty (one value if both)."""
-    ours = _number(body, "repeat_penalty", 0.01, 10.0, 1.0)
-    theirs = _number(body, "repetition_penalty", 0.01, 10.0, ours)
-    if "repeat_penalty" in body and "repetition_penalty" in body and ours != theirs:
+    ours = read_field("openai", "repeat_penalty", body)
+    theirs = body.get("repetition_penalty")
+    if theirs is None:
+        return float(ours)
+    theirs = check_field("openai", "repeat_penalty", theirs, field="repetition_penalty")
+    if "repeat_penalty" in body and ours != theirs:
         raise RequestInvalid("repetition_penalty", "differs from repeat_penalty")
-    return theirs
+    return float(theirs)
+
+
+def _max_tokens(body: dict[str, Any], max_tokens_cap: int) -> int:
+    key = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
+    value = body.get(key)
+    if value is None:
+        return int(view("openai", "max_tokens").default)
+    return int(check_field("openai", "max_tokens", value, high=max_tokens_cap, field=key))
 
 
 def _sampling(body: dict[str, Any], max_tokens_cap: int, chat: bool) -> SamplingParams:
-    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
-    key = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
-    max_tokens = _integer({key: max_tokens}, key, 1, max_tokens_cap, 256)
-    assert max_tokens is not None
+    """The sampling fields, each checked against the OpenAI view of the parameter table
+    (app/parameters/views.py), so a bad one is a 400 naming the field."""
     n = _integer(body, "n", 1, 1, 1)
     del n  # only n=1 is served; validated above
     logprobs, top_logprobs = logprob_fields.parse(body, chat)
+    try:
+        fields = read_fields("openai", _OPENAI_FIELDS, body)
+        fields["repeat_penalty"] = _repeat_penalty(body)
+        fields["max_tokens"] = _max_tokens(body, max_tokens_cap)
+        fields.update(dry_fields.parse_dry(body))
+    except ParameterInvalid as exc:
+        raise RequestInvalid(exc.field, exc.reason) from None
     return SamplingParams(
         logprobs=logprobs,
         top_logprobs=top_logprobs,
-        temperature=_number(body, "temperature", 0.0, 2.0, 1.0),
-        top_p=_number(body, "top_p", 1e-9, 1.0, 1.0),
-        top_k=int(_integer(body, "top_k", 0, 1 << 20, 0) or 0),
-        min_p=_number(body, "min_p", 0.0, 1.0, 0.0),
-        presence_penalty=_number(body, "presence_penalty", -2.0, 2.0, 0.0),
-        frequency_penalty=_number(body, "frequency_penalty", -2.0, 2.0, 0.0),
-        repeat_penalty=_repeat_penalty(body),
-        seed=_integer(body, "seed", 0, MAX_SEED, None),
-        max_tokens=max_tokens,
         stop=_stop(body),
         stop_token_ids=_stop_token_ids(body),
         ignore_eos=_ignore_eos(body),
-        **dry_fields.parse_dry(body),
+        **fields,
     )
 
 

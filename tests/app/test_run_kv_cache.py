@@ -34,7 +34,8 @@ def test_q8_replies_and_its_cache_is_about_half(
 ) -> None:
     f16 = _record(_run(starter_gguf, "--runner", runner, "--ctx", "2048"))
     q8 = _record(_run(starter_gguf, "--runner", runner, "--ctx", "2048", "--kv-cache", "q8"))
-    assert q8["kv_cache"] == q8_type and f16["kv_cache"] in ("float16", "f16")
+    assert (q8["kv_cache"], f16["kv_cache"]) == ("q8", "f16")  # one vocabulary, both runners
+    assert q8["kv_element"] == q8_type and f16["kv_element"] in ("float16", "f16")
     assert q8["runner"] == f16["runner"] == runner
     assert 0.45 < q8["kv_cache_bytes"] / f16["kv_cache_bytes"] < 0.56
 
@@ -57,4 +58,5 @@ def test_ctx_auto_loads_and_says_what_it_chose(starter_gguf: Path) -> None:
     assert match, out.stderr
     ctx = int(match.group(1))
     assert 256 <= ctx <= 32768 and ctx % 256 == 0  # the starter model's trained context: 32768
-    assert record["context_limit"] == ctx and record["kv_cache"] == "q4_0"
+    assert record["context_limit"] == ctx and record["kv_cache"] == "q4"
+    assert record["kv_element"] == "q4_0"

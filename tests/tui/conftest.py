@@ -133,3 +133,28 @@ def screen_text(app: App[None]) -> str:
                         rows[row_index][column + cell] = ""
             column += cell_len(char)
     return "\n".join("".join(row).rstrip() for row in rows)
+
+
+class ConsentClock:
+    """The tool-consent dialogs' clock (tui/screens/tool_consent.py `now`), moved by the test:
+    keys count only once `pass_debounce` has moved it past the dialog's debounce."""
+
+    def __init__(self) -> None:
+        self.now_s = 1000.0
+
+    def __call__(self) -> float:
+        return self.now_s
+
+    def pass_debounce(self) -> None:
+        from ember.tui.screens.tool_consent import DEBOUNCE_S
+
+        self.now_s += DEBOUNCE_S + 0.01
+
+
+@pytest.fixture
+def consent_clock(monkeypatch: pytest.MonkeyPatch) -> ConsentClock:
+    from ember.tui.screens import tool_consent
+
+    clock = ConsentClock()
+    monkeypatch.setattr(tool_consent, "now", clock)
+    return clock

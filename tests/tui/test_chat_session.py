@@ -12,8 +12,8 @@ from ember.app.config import Settings
 from ember.app.history.store import History
 from ember.errors import EmberError
 from ember.tui.backend_host import BackendHost
-from ember.tui.chat_session import FLUSH_INTERVAL_S, ChatBusy, ChatSession
-from ember.tui.generation import Generation
+from ember.tui.chat.generation import Generation
+from ember.tui.chat.session import FLUSH_INTERVAL_S, ChatBusy, ChatSession
 from ember.tui.messages import (
     BackendLoaded,
     BranchStepped,
@@ -154,7 +154,9 @@ def test_bad_chat_settings_keep_the_user_message_and_start_nothing(
 ) -> None:
     conv = session.ensure_conversation()
     session.update(settings={**conv.settings, "top_p": 0.0})
-    with pytest.raises(EmberError, match="cannot generate: sampling top_p=0.0"):
+    with pytest.raises(
+        EmberError, match=r"cannot generate: this chat: setting top_p=0.0: must be in \(0, 1\]$"
+    ):
         session.send("hello?")
     assert not session.busy
     assert stored(session) == [("user", "complete", "hello?")]

@@ -12,66 +12,24 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Label
 
-from ember.app.config import CHAT_FORMATS, DEVICES, RUNNERS, Settings, save_settings
-from ember.app.rules import KV_CACHE_TYPES
+from ember.app.config import Settings, save_settings
+from ember.app.parameters import parameter
 from ember.errors import EmberError
 from ember.tui.widgets.form import Form, FormError, FormField
 
 if TYPE_CHECKING:
     from ember.tui.app import EmberApp
 
-_LABELS = {
-    "model": "Default model",
-    "runner": "Runner",
-    "device": "Device",
-    "threads": "Threads (0 = all cores)",
-    "ctx": "Context (tokens, 0 = auto)",
-    "kv_cache": "KV cache (f16/q8/q4)",
-    "sink": "Sink tokens",
-    "window": "Window (-1 auto, 0 off)",
-    "draft": "Draft (auto/none/lookup/self/model)",
-    "draft_tokens": "Draft tokens",
-    "prefix_cache": "Prefix cache",
-    "system_prompt": "System prompt",
-    "temperature": "Temperature",
-    "top_k": "Top-k",
-    "top_p": "Top-p",
-    "min_p": "Min-p",
-    "repeat_penalty": "Repeat penalty",
-    "max_tokens": "Max reply tokens",
-    "chat_format": "Chat format (auto/template/scaffold)",
-    "dry_multiplier": "DRY multiplier (0 = off)",
-    "dry_base": "DRY base",
-    "dry_allowed_length": "DRY allowed length",
-    "dry_penalty_last_n": "DRY range (-1 = all)",
-    "dry_sequence_breakers": "DRY sequence breakers (JSON)",
-    "loop_min_tokens": "Loop stop after (tokens, 0 = off)",
-}
-_KINDS = {"int": int, "float": float, "bool": bool, "str": str}
-
-
 def settings_fields(settings: Settings, models: list[str]) -> list[FormField]:
-    """One form field per setting, in the dataclass's order."""
-    choices = {
-        "runner": RUNNERS,
-        "device": DEVICES,
-        "model": tuple(models),
-        "chat_format": CHAT_FORMATS,
-        "kv_cache": KV_CACHE_TYPES,
-    }
+    """One form field per setting, in the dataclass's order: its label, type and choices are
+    its row in the parameter table (app/parameters), like its flag's and the config file's."""
     out = []
     for f in dataclasses.fields(Settings):
         if f.name == "extra":
             continue
-        out.append(
-            FormField(
-                f.name,
-                _LABELS.get(f.name, f.name),
-                getattr(settings, f.name),
-                _KINDS[str(f.type)],
-                tuple(choices.get(f.name, ())),
-            )
-        )
+        row = parameter(f.name)
+        choices = tuple(models) if f.name == "model" else row.choices
+        out.append(FormField(f.name, row.title, getattr(settings, f.name), row.kind, choices))
     return out
 
 

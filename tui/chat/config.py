@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from ember.app import options as app_options
 from ember.app.config import Settings
 from ember.app.history.store import Message
+from ember.app.parameters import SAMPLING_NAMES
 from ember.engine.api import ChatMessage, EngineOptions, SamplingParams
-from ember.tui.reply_parts import assistant_turns
+from ember.tui.chat.reply_parts import assistant_turns
 
-SAMPLING_KEYS = ("temperature", "top_k", "top_p", "min_p", "repeat_penalty", "max_tokens")
 # statuses whose text the model sees again in later turns
 _REPLAYED = {"complete", "stopped", "interrupted"}
 
@@ -19,7 +18,7 @@ _REPLAYED = {"complete", "stopped", "interrupted"}
 def new_chat_settings(settings: Settings) -> dict[str, Any]:
     """The per-chat settings a new conversation starts with: the current defaults."""
     chat: dict[str, Any] = {"model": settings.model, "seed": None}
-    chat.update({key: getattr(settings, key) for key in SAMPLING_KEYS})
+    chat.update({key: getattr(settings, key) for key in SAMPLING_NAMES})
     return chat
 
 
@@ -31,12 +30,12 @@ def chat_value(chat: dict[str, Any], settings: Settings, key: str) -> Any:
 
 
 def sampling_params(chat: dict[str, Any], settings: Settings) -> SamplingParams:
-    """SamplingParams for a chat: the settings' (app/options.py, the one builder; repetition
-    control from there, for every chat) under this chat's own sampling values (EngineError
-    names a bad one)."""
-    values = {key: chat_value(chat, settings, key) for key in SAMPLING_KEYS}
-    defaults = app_options.sampling_params(settings, {})
-    return dataclasses.replace(defaults, seed=chat.get("seed"), **values)
+    """SamplingParams for a chat: app/options.py's one builder, with this chat's own sampling
+    values over the settings (repetition control from the settings, for every chat);
+    ConfigError names a bad value as the setting it is (`this chat: setting temperature=11:
+    ...`)."""
+    values = {key: chat.get(key) for key in SAMPLING_NAMES}
+    return app_options.sampling_params(settings, values, seed=chat.get("seed"), given_as="setting")
 
 
 def engine_options(model: str, settings: Settings) -> EngineOptions:

@@ -12,18 +12,10 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Label
 
 from ember.app.config import Settings
-from ember.engine.api import EngineError
-from ember.tui.chat_config import SAMPLING_KEYS, chat_value, sampling_params
+from ember.app.parameters import SAMPLING_NAMES, parameter
+from ember.errors import EmberError
+from ember.tui.chat.config import chat_value, sampling_params
 from ember.tui.widgets.form import Form, FormError, FormField
-
-_KINDS: dict[str, type] = {
-    "temperature": float,
-    "top_k": int,
-    "top_p": float,
-    "min_p": float,
-    "repeat_penalty": float,
-    "max_tokens": int,
-}
 
 
 class ChatSettingsDialog(ModalScreen[dict[str, Any] | None]):
@@ -44,8 +36,10 @@ class ChatSettingsDialog(ModalScreen[dict[str, Any] | None]):
         model = chat_value(self.chat, self.defaults, "model")
         fields = [FormField("model", "Model", model, str, tuple(self.models))]
         fields += [
-            FormField(k, k.replace("_", " "), chat_value(self.chat, self.defaults, k), _KINDS[k])
-            for k in SAMPLING_KEYS
+            FormField(
+                k, parameter(k).title, chat_value(self.chat, self.defaults, k), parameter(k).kind
+            )
+            for k in SAMPLING_NAMES
         ]
         fields.append(FormField("seed", "seed", self.chat.get("seed"), int, optional=True))
         with Vertical(classes="dialog wide"):
@@ -59,7 +53,7 @@ class ChatSettingsDialog(ModalScreen[dict[str, Any] | None]):
         try:
             values = self.query_one(Form).values()
             sampling_params(values, self.defaults)  # validates ranges
-        except (FormError, EngineError) as exc:
+        except (FormError, EmberError) as exc:
             self.notify(str(exc), severity="error", markup=False)
             return
         self.dismiss({**self.chat, **values})

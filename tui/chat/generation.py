@@ -20,8 +20,8 @@ from ember.engine.api import (
     TextDelta,
     ToolCall,
 )
+from ember.tui.chat.reply_parts import add_text
 from ember.tui.messages import ReplyDelta, ReplyFinished, ReplyStarted
-from ember.tui.reply_parts import add_text
 
 POST_INTERVAL_S = 0.1  # coalesce deltas: at most 10 UI updates a second, whatever the tok/s
 
