@@ -27,9 +27,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_paired import LlamaSide, Side, TorchSide, take_turns  # noqa: E402
+from benchmarks.bench_paired import LlamaSide, Side, TorchSide, take_turns  # noqa: E402
 
 PROMPT_TOKENS = 64
 
@@ -55,7 +54,7 @@ def load_sides(path: Path, capacity: int) -> dict[str, Side]:
         "ember torch (auto)": EmberSide(
             TorchRunner.load(str(path), TorchOptions(device="cpu")), capacity
         ),
-        "llama-cpp-python defaults": LlamaSide(path, None, capacity, PROMPT_TOKENS),  # type: ignore[arg-type]
+        "llama-cpp-python defaults": LlamaSide(path, None, capacity, PROMPT_TOKENS),
         f"llama-cpp-python {cores} threads": LlamaSide(path, cores, capacity, PROMPT_TOKENS),
     }
 
@@ -117,7 +116,7 @@ def main(argv: list[str] | None = None) -> None:
     print(machine_line(), flush=True)
     capacity = PROMPT_TOKENS + args.rounds * args.burst + 16
     sides = load_sides(path, capacity)
-    ids = prompt_ids(sides["ember torch (auto)"].runner.info.vocab_size, PROMPT_TOKENS)  # type: ignore[union-attr]
+    ids = prompt_ids(sides["ember torch (auto)"].runner.info.vocab_size, PROMPT_TOKENS)
     table: dict[int, dict[str, float]] = {}
     for n in levels:
         procs = busy_loops(n)

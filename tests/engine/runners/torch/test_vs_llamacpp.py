@@ -62,19 +62,20 @@ def test_starter_perplexity_within_1pct_of_llamacpp(
 
 
 # Top-1 agreement with llama.cpp over the 513 scored positions, measured per ISA path
-# (benchmarks/bench_fidelity.py; tokens agreeing in brackets):
-#   path                                     prompt (one prefill)   quantized (16-token steps)
-#   avx2, AMD EPYC 2 cores, 2026-12-02       0.9630 (494)
-#   avx2, same machine, before one rounding  0.971                  0.965
-#   avx512, 2-core EPYC with VNNI/BF16,      0.9649 (float32 acts)  0.9532 (489)
-#     before one rounding (issue 26)
-#   torch kernels (no C compiler)            0.963
+# (python benchmarks/bench_fidelity.py; agreeing positions in brackets):
+#   path                                       prompt (one prefill)   quantized (16-token steps)
+#   avx2, AMD EPYC 2 cores, 2026-12-02         0.9630 (494)           0.9649 (495)
+#   portable C, same machine (EMBER_ISA)       0.9630 (494)           0.9610 (493)
+#   avx2, before one rounding path             0.971                  0.965
+#   avx512, 2-core EPYC with VNNI/BF16,        0.9649 (float32 acts)  0.9532 (489)
+#     before one rounding path (issue 26)
+#   torch kernels (no C compiler)              0.963
 # With one rounding path both columns round activations alike (layers/act_rounding.py), so one
 # floor serves both: the lowest measured (0.9532) less the spread between ISA paths of the same
-# code (0.965 - 0.9532 = 0.012, six tokens), as an unmeasured path (NEON, portable) can differ
+# code (0.9649 - 0.9532 = 0.012, six tokens), as an unmeasured path (NEON; AVX-512 since the change) can differ
 # from the nearest measured one by as much. A wrong layer drops far below (under 0.5); the
 # perplexity checks (within 1% of llama.cpp's) are the tight, continuous ones.
-TOP1_FLOOR = 0.9532 - (0.965 - 0.9532)
+TOP1_FLOOR = 0.9532 - (0.9649 - 0.9532)
 
 
 def _isa() -> str:

@@ -4,6 +4,8 @@ it came in a long fresh prompt or a short cached suffix (TORCH_CACHE_HIT)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 import torch
@@ -29,7 +31,7 @@ def test_rounding_matches_the_kernels_rule() -> None:
 def test_dense_prefill_rows_equal_kernel_rows(kernels: Kernels, mix: str) -> None:
     cols = 512
     types = {"k-quants": (T.Q4_K, T.Q6_K), "legacy": (T.Q4_0, T.Q8_0), "mixed": (T.Q5_0, T.Q6_K)}
-    parts = [
+    parts: list[tuple[Any, int, tuple[int, ...]]] = [
         (random_tensor(t, 24, cols, seed=i), int(t), (24, cols)) for i, t in enumerate(types[mix])
     ]
     out_map = np.random.default_rng(1).permutation(48)
