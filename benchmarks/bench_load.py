@@ -116,7 +116,9 @@ def main(argv: list[str] | None = None) -> None:
     print(machine_line(), flush=True)
     capacity = PROMPT_TOKENS + args.rounds * args.burst + 16
     sides = load_sides(path, capacity)
-    ids = prompt_ids(sides["ember torch (auto)"].runner.info.vocab_size, PROMPT_TOKENS)
+    torch_side = sides["ember torch (auto)"]
+    assert isinstance(torch_side, TorchSide)
+    ids = prompt_ids(torch_side.runner.info.vocab_size, PROMPT_TOKENS)
     table: dict[int, dict[str, float]] = {}
     for n in levels:
         procs = busy_loops(n)
