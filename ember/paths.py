@@ -41,10 +41,6 @@ class Paths:
     def prefix_cache_dir(self) -> Path:
         return self.cache_dir / "prefix"
 
-    @property
-    def downloads_dir(self) -> Path:
-        return self.cache_dir / "downloads"
-
 
 def get_paths() -> Paths:
     """Paths from `EMBER_HOME` when set, else the platform's config/data/cache folders."""

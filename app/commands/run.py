@@ -115,7 +115,8 @@ def _request(args: argparse.Namespace, prompt: str, settings: Any) -> Any:
     from ember.app.options import REPETITION_FLAGS, SAMPLING_FLAGS, sampling_params
     from ember.engine.api import ChatMessage, GenerationRequest
 
-    flags = {name: getattr(args, name) for name in (*SAMPLING_FLAGS, *REPETITION_FLAGS)}
+    names = (*SAMPLING_FLAGS, *REPETITION_FLAGS, "reasoning_budget")
+    flags = {name: getattr(args, name, None) for name in names}
     sampling = sampling_params(settings, flags, seed=args.seed)
     constraint = constraint_from_args(args)
     if args.raw:

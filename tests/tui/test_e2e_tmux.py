@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.waiting import wait_until
+
 REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.requires_tool("tmux", "apt-get install tmux")
@@ -113,10 +115,7 @@ def _chat_session(
     app.wait(lambda s: "stopped" in s and "generating" not in s, "the reply to stop", 30)
 
     app.keys("C-q")
-    deadline = time.monotonic() + 30
-    while app.alive() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not app.alive(), "ember did not quit on Ctrl+Q"
+    wait_until(lambda: not app.alive(), "ember quits on Ctrl+Q", 30, interval_s=0.2)
 
     again = run_ember(*args, **env)
     screen = again.wait(lambda s: "Say hello" in s, "the history after restart", 60)
@@ -138,10 +137,7 @@ def test_starter_model_in_a_real_terminal(run_ember, starter_gguf) -> None:
 
 def _quit(app: Tmux) -> None:
     app.keys("C-q")
-    deadline = time.monotonic() + 30
-    while app.alive() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not app.alive(), "ember did not quit on Ctrl+Q"
+    wait_until(lambda: not app.alive(), "ember quits on Ctrl+Q", 30, interval_s=0.2)
 
 
 @pytest.mark.model

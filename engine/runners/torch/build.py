@@ -64,9 +64,11 @@ def native_ready(src: ModelSource) -> str:
     if src.kind != "gguf":
         return f"{src.path}: native kernels read GGUF files ({src.kind} runs on torch kernels)"
     for name, t in src.tensors.items():
-        if len(t.shape) != 2 or name.endswith("norm.weight") or name == "rope_freqs.weight":
-            continue
-        if t.qtype not in NATIVE_TYPES or t.shape[1] % BLOCK_COLS.get(t.qtype, 1):
+        if len(t.shape) not in (2, 3) or name.endswith("norm.weight"):
+            continue  # 3-D: stacked experts, each expert a matrix of the same type
+        if name == "rope_freqs.weight" or name.endswith("ffn_gate_inp.weight"):
+            continue  # routers run in float32 torch (experts.py)
+        if t.qtype not in NATIVE_TYPES or t.shape[-1] % BLOCK_COLS.get(t.qtype, 1):
             return f"{name}: GGML type {t.qtype} has no native kernel"
     return ""
 
@@ -156,14 +158,19 @@ class _Builder:
         permute = None
         if cfg.unpermute_qk:
             permute = {p + "attn_q": cfg.n_heads, p + "attn_k": cfg.n_kv_heads}
+        moe = cfg.n_experts > 0
         w = LayerWeights(
             attn_norm=self.norm(p + "attn_norm.weight"),
             qkv=self.linear([p + "attn_q", p + "attn_k", p + "attn_v"], fmt, permute),
             o_proj=self.linear([p + "attn_output"], fmt),
             ffn_norm=self.norm(p + "ffn_norm.weight"),
-            gate_up=self.linear([p + "ffn_gate", p + "ffn_up"], fmt),
-            down=self.linear([p + "ffn_down"], fmt),
+            gate_up=None if moe else self.linear([p + "ffn_gate", p + "ffn_up"], fmt),
+            down=None if moe else self.linear([p + "ffn_down"], fmt),
         )
+        if moe:
+            from ember.engine.runners.torch.experts import build_moe
+
+            w.moe = build_moe(self, i)
         if cfg.qk_norm:
             q_w = self.tensor(p + "attn_q_norm.weight").to_float()
             k_w = self.tensor(p + "attn_k_norm.weight").to_float()

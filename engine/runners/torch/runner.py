@@ -177,7 +177,7 @@ class TorchRunner:
         with torch.inference_mode():
             model = build_model(src, build, root, kernels)
         native = None
-        if kernels is not None:
+        if kernels is not None and not src.config.n_experts:  # MoE steps run layer by layer
             from ember.engine.runners.torch.native.kernels import mat_of
             from ember.engine.runners.torch.native.model import NativeModel
 
