@@ -50,7 +50,7 @@ class EngineOptions:
     model: str
     runner: str = "auto"  # auto | torch | llama.cpp | remote
     device: str = "auto"  # auto | cpu | cuda | mps
-    threads: int = 0  # 0 = physical cores
+    threads: int = 0  # 0 = auto: the cores free now (engine/runners/cpu_offer.py)
     ctx: int = 4096  # context limit in tokens; AUTO_CTX (0) = the largest that fits free RAM
     kv_cache: str = "f16"  # f16 | q8 | q4: the KV cache's element type (models/quants/kv_cache)
     kv_budget_bytes: int = 0  # 0 = derived from ctx
@@ -71,7 +71,9 @@ class EngineOptions:
 
     def __post_init__(self) -> None:
         if self.threads < 0:
-            raise EngineError(f"threads={self.threads}: must be >= 0 (0 = physical cores)")
+            raise EngineError(
+                f"threads={self.threads}: must be >= 0 (0 = auto: the cores free now)"
+            )
         if self.ctx != AUTO_CTX and self.ctx < 16:
             raise EngineError(f"ctx={self.ctx}: must be at least 16 tokens (or 0: auto)")
         if self.kv_cache not in KV_CACHE_TYPES:

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ember.models.files.hparams.hparams import ModelHParams
     from ember.models.files.safetensors import SafetensorsModel
 
+
 @dataclass
 class ModelSource:
     """A model's description, config and tensors under GGUF names, plus where it came from."""

@@ -12,6 +12,7 @@ import torch
 
 from ember.engine.errors import EngineError
 from ember.engine.runners.base import ForwardBatch, RunnerInfo, SeqStep
+from ember.engine.runners.thread_governor import ThreadGovernor
 from ember.engine.runners.torch import cuda_graphs
 from ember.engine.runners.torch.build import BuildOptions, build_model, native_ready
 from ember.engine.runners.torch.cuda_graphs import DecodeGraphs
@@ -44,7 +45,7 @@ class TorchOptions:
     )
     weight_format: str = "auto"  # auto | dense | int8 | int4
     head_format: str = "auto"
-    threads: int = 0  # 0 = leave torch's default
+    threads: int = 0  # 0 = auto on the CPU: the cores free now, re-measured (ThreadGovernor)
     packed_cache_dir: str = ""  # map converted weights from here (packed_cache.py); "" = off
     kernels: str = "auto"  # auto | native | torch: the CPU's GGUF kernels (native/) or torch's
     kv_dtype: str = "auto"  # auto (float16 with native kernels, else dtype) | float16 | bfloat16
@@ -114,6 +115,7 @@ class TorchRunner:
         self.src, self.model, self.cfg, self.device, self.dtype = src, model, cfg, device, dtype
         self.kv_dtype = kv_dtype or dtype
         self.native = native  # the one-call decode step (CPU, GGUF, native kernels)
+        self.governor: ThreadGovernor | None = None  # CPU: the thread count (load() sets it)
         self._tokenizer: Tokenizer | None = None
         freq_factors = src.tensors.get("rope_freqs.weight")
         factors = freq_factors.to_float() if freq_factors is not None else None
@@ -156,9 +158,11 @@ class TorchRunner:
         digest: the model's content digest (app's ModelFiles.digest); it keys the packed-weight
         cache and becomes info.model_digest. Without one the packed cache is not used."""
         opts = _torch_options(options)
-        if opts.threads > 0:
-            torch.set_num_threads(opts.threads)
         device = opts.resolve_device()
+        governor = None
+        if device.type == "cpu":  # the decode pool and OpenMP's prefill take torch's count
+            governor = ThreadGovernor(opts.threads)
+            governor.attach(torch.set_num_threads)
         src = open_model(path, digest)
         kernels = _native_kernels(opts, device, src)
         dtype = opts.resolve_dtype(device, native=kernels is not None)
@@ -180,7 +184,9 @@ class TorchRunner:
             table = src.tensors["token_embd.weight"]
             embed = mat_of(table.raw, table.qtype, table.shape)
             native = NativeModel(kernels.lib, model, embed, keep=[src.keepalive])
-        return cls(src, model, device, dtype, kv_dtype, native)
+        runner = cls(src, model, device, dtype, kv_dtype, native)
+        runner.governor = governor
+        return runner
 
     def init_kv(self, num_blocks: int, block_size: int) -> None:
         """Allocate the KV pools (dropping any previous ones first). On an accelerator one more
@@ -243,6 +249,8 @@ class TorchRunner:
 
     def forward(self, batch: ForwardBatch) -> list[np.ndarray]:
         """Per step, float32 logits (num_logits, vocab)."""
+        if self.governor is not None:
+            self.governor.tick()
         kv = self._store()
         if not batch.steps:
             return []
