@@ -12,7 +12,7 @@ import json
 import queue
 import re
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -368,6 +368,7 @@ class ModelFiles:
             raise EngineError(f"model {self.name}: digest {self.digest!r} is not a SHA-256")
 
 
+Progress = Callable[[str, int, int], None]  # (stage, done, total): EngineOptions.progress
 AUTO_CTX = 0  # EngineOptions.ctx: the largest context that fits free RAM (engine/context_size.py)
 
 
@@ -397,6 +398,10 @@ class EngineOptions:
     remote_url: str = ""
     remote_api_key: str = ""
     chat_format: str = "auto"  # auto | template | scaffold (base-model chat)
+    # what a long wait is doing and how far: progress(stage, done, total), from the loading
+    # thread (packing or loading weights, layer by layer) and the engine thread (a long first
+    # prefill, chunk by chunk); app shows it (app/progress.py). Not part of equality.
+    progress: Progress | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.threads < 0:

@@ -405,9 +405,14 @@ class Engine:
     ) -> None:
         seq = item.seq
         state = self._states[seq.seq_id]
-        if seq.is_prefilling:
+        prefilling = seq.is_prefilling
+        if prefilling:
             seq.prefill_compute_s += share_s
         seq.num_processed += item.num_tokens
+        if prefilling and self.options.progress and item.num_tokens < seq.num_prompt_tokens:
+            # a prompt longer than one chunk: say how far its prefill is (app/progress.py)
+            total = seq.num_prompt_tokens
+            self.options.progress("prefill", min(seq.num_processed, total), total)
         if seq.num_pending:  # mid-prompt chunk: nothing to sample yet
             self.blocks.register_full_blocks(seq)
             return

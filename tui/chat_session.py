@@ -30,7 +30,13 @@ from ember.tui.chat_config import (
 )
 from ember.tui.chat_tools import DENIED, ToolTurns
 from ember.tui.generation import Clock, Generation, Post
-from ember.tui.messages import BackendLoaded, ReplyDelta, ReplyFailed, ReplyFinished
+from ember.tui.messages import (
+    BackendLoaded,
+    ReplyDelta,
+    ReplyFailed,
+    ReplyFinished,
+    WaitProgress,
+)
 from ember.tui.reply_parts import call_part, result_part, unanswered
 from ember.tui.toolbox import Toolbox
 
@@ -237,7 +243,13 @@ class ChatSession(ToolTurns):
 
     def load(self, options: EngineOptions, post: Post) -> Backend:
         """The one load path (replies and preloads): the backend for options; posts
-        BackendLoaded when this call loaded it. Blocking: call it from a thread worker."""
+        BackendLoaded when this call loaded it, and WaitProgress while weights load or a long
+        prompt is prefilled (the status bar shows it). Blocking: call it from a thread worker."""
+
+        def progress(stage: str, done: int, total: int) -> None:
+            post(WaitProgress(stage, done, total))
+
+        options = dataclasses.replace(options, progress=progress)
         return self.host.get(options, on_load=lambda backend: post(BackendLoaded(backend.info)))
 
     def chat_backend(self, post: Post) -> Backend:

@@ -10,7 +10,7 @@ from ember.app.cli import main
 from ember.app.commands.run import JSON_FIELDS
 
 FIELDS = {"text", "finish_reason", "token_ids", "runner", "device", *JSON_FIELDS}
-FIELDS |= {"kv_cache", "kv_cache_bytes"}  # the KV cache the engine allocated (--kv-cache)
+FIELDS |= {"kv_cache", "kv_element", "kv_cache_bytes"}  # the KV cache (--kv-cache) and its bytes
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

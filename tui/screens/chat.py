@@ -32,6 +32,7 @@ from ember.tui.messages import (
     ReplyFailed,
     ReplyFinished,
     ReplyStarted,
+    WaitProgress,
 )
 from ember.tui.notices import notify_error
 from ember.tui.screens.chat_extras import ChatExtras, file_command
@@ -218,6 +219,13 @@ class ChatScreen(ChatExtras):
             group="generation",
             exit_on_error=False,
         )
+
+    @on(WaitProgress)
+    def _wait_progress(self, event: WaitProgress) -> None:
+        if event.done < event.total:  # the last one: BackendLoaded or the reply takes over
+            self.update_status(event.label())
+        elif self.session.busy:
+            self.update_status("generating")
 
     @on(BackendLoaded)
     def _backend_loaded(self, event: BackendLoaded) -> None:
