@@ -17,7 +17,7 @@ from typing import Any
 from ember.app.config import Settings
 from ember.app.history.parts import MessagePart
 from ember.app.history.store import Conversation, History, Message, MessageStatus
-from ember.engine.api import Backend, EngineOptions, GenerationRequest
+from ember.engine.api import Backend, EngineOptions, Finished, GenerationRequest
 from ember.errors import EmberError
 from ember.tui.attachments import Attachment, attach
 from ember.tui.backend_host import BackendHost
@@ -49,6 +49,18 @@ FINAL_STATUS: dict[str, MessageStatus] = {
     "abort": "stopped",
     "error": "error",
 }
+
+
+def empty_reply_note(finished: Finished, thought: bool) -> str:
+    """What happened when a reply ended without any text, and what to do (Ctrl+R)."""
+    tokens = finished.stats.generated_tokens
+    if thought:
+        what = f"the model only thought ({tokens} tokens) and wrote no answer"
+    elif tokens <= 1:
+        what = "the model ended its reply at once, before writing anything"
+    else:
+        what = f"the model wrote only blank space ({tokens} tokens)"
+    return f"Empty reply: {what}. Press Ctrl+R to try again (a retry samples anew)."
 
 
 class ChatBusy(EmberError):
@@ -305,6 +317,8 @@ class ChatSession(ToolTurns):
             reply.waiting = True
             self._store(reply, stats=stats)
             return None
+        if status == "complete" and not reply.text.strip() and not event.calls:
+            status = "empty"  # never shown as an answer: the screen says what happened
         self._end(event.message_id)
         self._store(reply, status, stats=stats)
         return status

@@ -158,6 +158,11 @@ def run(args: argparse.Namespace) -> int:
     if final.reason == "error":
         raise EngineError(final.error or "generation failed")
     sys.stdout.write("\n")
+    if not final.text.strip():  # never pass an empty reply off as an answer
+        sys.stderr.write(
+            f"ember: empty reply: the model wrote no text ({final.stats.generated_tokens} "
+            f"tokens, finish: {final.reason}); run it again, or change --seed or --temperature\n"
+        )
     if args.json:
         stats = final.stats
         record: dict[str, Any] = {

@@ -23,7 +23,7 @@ from ember.app.history.store import Conversation, History, TreeMessage
 MAX_IMPORT_BYTES = 256 * 1024 * 1024
 MAX_MESSAGES = 100_000  # per chat
 ROLES = ("user", "assistant")
-STATUSES = ("complete", "stopped", "interrupted", "error", "streaming")
+STATUSES = ("complete", "stopped", "interrupted", "error", "empty", "streaming")
 
 
 @dataclass(frozen=True)

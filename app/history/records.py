@@ -16,7 +16,7 @@ from typing import Any
 from ember.app.history.parts import MessagePart, parts_from_json
 from ember.text import clean
 
-MessageStatus = str  # complete | streaming | stopped | interrupted | error
+MessageStatus = str  # complete | streaming | stopped | interrupted | error | empty (no text)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from textual.widgets import Footer, Input, ListView, Static
 from ember.app.history.store import Message
 from ember.engine.api import Stats
 from ember.errors import EmberError
-from ember.tui.chat_session import ChatBusy, ChatSession
+from ember.tui.chat_session import ChatBusy, ChatSession, empty_reply_note
 from ember.tui.generation import Generation
 from ember.tui.messages import (
     BackendLoaded,
@@ -266,9 +266,13 @@ class ChatScreen(ChatExtras):
         if status is None:  # tool calls: the turn waits for the user's decisions
             await self.show_tool_calls(event.message_id)
             return
-        text = self.session.history.message(event.message_id).content
-        await self._end_reply(event.message_id, status, text)
+        message = self.session.history.message(event.message_id)
+        await self._end_reply(event.message_id, status, message.content)
         self.update_status("idle")
+        if status == "empty":  # never a finished answer: say what happened, offer Ctrl+R
+            thought = any(p.kind == "reasoning" for p in message.parts)
+            note = empty_reply_note(finished, thought)
+            self.notify(note, title="No answer", severity="warning", markup=False, timeout=15)
         if finished.reason == "error":
             notify_error(self, "Generation failed", finished.error)
 
