@@ -17,7 +17,7 @@ from ember.paths import Paths, get_paths
 if TYPE_CHECKING:
     from ember.engine.api import Backend, EngineOptions, ModelFiles, ModelFormat
     from ember.engine.embedding import Embedder
-    from ember.engine.engine import ChatRenderer
+    from ember.engine.prompt import ChatRenderer
     from ember.engine.runners.base import Runner
     from ember.models.registry.registry import Registry, ResolvedModel
 

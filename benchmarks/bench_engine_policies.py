@@ -33,8 +33,9 @@ from ember.engine.api import (  # noqa: E402
     GenerationRequest,
     SamplingParams,
 )
-from ember.engine.engine import ChatRenderer, Engine  # noqa: E402
+from ember.engine.engine import Engine  # noqa: E402
 from ember.engine.prefix_store import PrefixStore  # noqa: E402
+from ember.engine.prompt import ChatRenderer  # noqa: E402
 from ember.models.registry.starter import starter_path  # noqa: E402
 
 if TYPE_CHECKING:

@@ -30,12 +30,12 @@ async def _measure(presses: int, tok_s: float, latencies: list[float]) -> float:
     """Stream a long reply, post `presses` keys spread over it; returns the streamed tok/s."""
     from textual import events
 
+    from ember.app.catalog.fake import FakeCatalog
     from ember.app.config import Settings
     from ember.app.history.store import History
     from ember.paths import get_paths
     from ember.tui.app import EmberApp
     from ember.tui.fake_backend import FakeBackend, FakeScript
-    from ember.tui.fake_catalog import FakeCatalog
     from ember.tui.widgets.prompt_input import PromptInput
 
     script = FakeScript(replies=[PARAGRAPH * 400], tokens_per_s=tok_s)

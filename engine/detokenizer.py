@@ -35,6 +35,7 @@ class Detokenizer:
     emitted: int = 0  # characters of text already handed out
     stripped: int = 0  # leading characters (spaces, tabs: one byte each) lstrip dropped
     stopped: bool = False
+    matched: str = ""  # the stop string that ended the reply ("" when none did)
     _decoder: codecs.IncrementalDecoder = field(
         default_factory=lambda: codecs.getincrementaldecoder("utf-8")(errors="replace")
     )
@@ -64,10 +65,11 @@ class Detokenizer:
     def _release(self, *, final: bool) -> str:
         if self.stop and not self.stopped:
             search_from = max(0, self.emitted - max(len(s) for s in self.stop) + 1)
-            hits = [i for i in (self.text.find(s, search_from) for s in self.stop) if i >= 0]
+            hits = [(i, s) for s in self.stop if (i := self.text.find(s, search_from)) >= 0]
             if hits:
                 self.stopped = True
-                self.text = self.text[: min(hits)]
+                at, self.matched = min(hits, key=lambda hit: hit[0])
+                self.text = self.text[:at]
                 final = True
         if self.stopped:
             final = True

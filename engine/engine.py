@@ -7,7 +7,6 @@ EngineThread (engine_thread.py) owns one Engine and feeds it from other threads.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -19,7 +18,6 @@ import numpy as np
 from ember.engine.api import (
     AUTO_CTX,
     DRY_BREAKERS,
-    ConstraintSpec,
     EngineInfo,
     EngineOptions,
     Event,
@@ -32,20 +30,20 @@ from ember.engine.block_manager import BlockManager
 from ember.engine.constraint import ConstraintCompiler
 from ember.engine.dry import BreakerPrecompile
 from ember.engine.errors import EngineError
-from ember.engine.logprobs import Scored, score_rows
+from ember.engine.forward import apply_kv_work, pool_blocks, seq_step
+from ember.engine.prompt import ChatRenderer, PromptEncoder
 from ember.engine.request_state import RequestState
 from ember.engine.runners.base import ForwardBatch, SeqStep
-from ember.engine.sampling import sample_token
 from ember.engine.scheduler import (
     Proposer,
     ScheduledSeq,
     Scheduler,
     SchedulerConfig,
-    SchedulerOutput,
 )
 from ember.engine.sequence import Sequence
 from ember.engine.speculative.choice import create_proposer
-from ember.engine.speculative.verify import close_proposer, draft_probs, verify_sampled
+from ember.engine.speculative.verify import close_proposer
+from ember.engine.step_sampling import sample_step, score_samples
 from ember.engine.streaming import SinkWindow
 from ember.text import describe
 
@@ -55,47 +53,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("ember.engine")
 
-# messages -> prompt ids; renderers that take tools (and template kwargs) also have a
-# tool_format attribute (runners/factory.py TemplateChat, fake.py FakeChat)
-ChatRenderer = Callable[..., list[int]]
 EventSink = Callable[[Event], None]
-
-
-def pool_blocks(options: EngineOptions, kv_bytes_per_token: int, limit_tokens: int) -> int:
-    """KV pool size in blocks: from --kv-budget, else room for two full-context sequences."""
-    per_seq = -(-limit_tokens // options.block_size) + 1
-    if not options.kv_budget_bytes:
-        return 2 * per_seq
-    num_blocks = options.kv_budget_bytes // max(1, kv_bytes_per_token * options.block_size)
-    if num_blocks < per_seq:
-        need = per_seq * kv_bytes_per_token * options.block_size
-        raise EngineError(
-            f"kv budget of {options.kv_budget_bytes} bytes holds {num_blocks} blocks; one "
-            f"sequence of {limit_tokens} tokens needs {per_seq} ({need} bytes): raise --kv-budget"
-        )
-    return num_blocks
-
-
-def apply_kv_work(runner: Runner, out: SchedulerOutput) -> None:
-    """The KV work the scheduler planned for a step, done before its forward: block copies
-    (copy-on-write, eviction compaction) first, then position shifts of kept keys."""
-    for copy in out.copies:
-        runner.copy_block(copy.src_block, copy.dst_block, copy.num_tokens)
-    for shift in out.shifts:
-        runner.shift_positions(shift.seq_id, shift.block_ids, shift.delta)
-
-
-def seq_step(seq: Sequence, token_ids: list[int], num_logits: int) -> SeqStep:
-    """seq's share of a forward: token_ids continue its cache, logits for the last num_logits."""
-    start = seq.num_kv_tokens  # cache index == RoPE position (re-based after eviction)
-    return SeqStep(
-        seq_id=seq.seq_id,
-        token_ids=token_ids,
-        positions=list(range(start, start + len(token_ids))),
-        num_cached=start,
-        block_table=list(seq.block_table),
-        num_logits=num_logits,
-    )
 
 
 class Engine:
@@ -168,6 +126,13 @@ class Engine:
             kv_cache_bytes=num_blocks * options.block_size * runner.info.kv_bytes_per_token,
             context_note=context_note,
         )
+        self.prompts = PromptEncoder(
+            self.tokenizer,
+            chat,
+            vocab_size=runner.info.vocab_size,
+            model_name=self.info.model,
+            tool_format=self.info.tool_format,
+        )
         self._precompile: BreakerPrecompile | None = None  # DRY breakers, started by load()
         self._states: dict[int, RequestState] = {}  # by seq_id
         self._seq_of_request: dict[int, int] = {}
@@ -229,72 +194,7 @@ class Engine:
     # ---- requests -------------------------------------------------------------------------
     def encode(self, request: GenerationRequest) -> list[int]:
         """The prompt token ids of a request (chat template, raw text or given ids)."""
-        if request.prompt_ids is not None:
-            ids = list(request.prompt_ids)
-        elif request.prompt is not None:
-            add_bos = self.tokenizer.add_bos if request.add_bos is None else request.add_bos
-            ids = self.tokenizer.encode(request.prompt, add_bos=add_bos, parse_special=True)
-        else:
-            ids = self._render_chat(request)
-        if not ids:
-            raise EngineError("request: the prompt is empty")
-        vocab = self.runner.info.vocab_size
-        if any(not 0 <= t < vocab for t in ids):
-            raise EngineError(f"request: token ids must be in [0, {vocab})")
-        return ids
-
-    def _render_chat(self, request: GenerationRequest) -> list[int]:
-        if self.chat is None:
-            raise EngineError(f"model {self.info.model} has no chat template: use a raw prompt")
-        messages = request.messages or ()
-        if not self._takes_tool_path(request):
-            return list(self.chat(messages))
-        if getattr(self.chat, "tool_format", None) is None:
-            raise EngineError(f"model {self.info.model}: its chat renderer takes no tools")
-        self._refuse_special_spellings(request)
-        return list(
-            self.chat(
-                messages, tools=request.offered_tools, template_kwargs=request.template_kwargs
-            )
-        )
-
-    @staticmethod
-    def _takes_tool_path(request: GenerationRequest) -> bool:
-        """Tools, tool turns or template kwargs: rendered through the model's template (also
-        for a base model: models/text/chat_format.py), so no scaffold stops or lstrip."""
-        tool_turns = any(m.role == "tool" or m.tool_calls for m in request.messages or ())
-        return bool(request.offered_tools or request.template_kwargs or tool_turns)
-
-    def _refuse_special_spellings(self, request: GenerationRequest) -> None:
-        """Tool specs and tool-call arguments are rendered as template markup (JSON inside the
-        template), where special-token spellings would become control tokens: refuse them."""
-        parts = [json.dumps(t.as_dict(), ensure_ascii=False) for t in request.offered_tools]
-        for message in request.messages or ():
-            parts += [c.name + c.arguments for c in message.tool_calls]
-            parts += [message.name, message.tool_call_id]
-        text = "\n".join(p for p in parts if p)
-        if not text:
-            return
-        special = set(self.tokenizer.encode(text, parse_special=True)) & self.tokenizer.special_ids
-        if special:
-            spelling = self.tokenizer.decode([min(special)])
-            raise EngineError(f"request tools: {spelling!r} is a special token of this model")
-
-    def tool_constraint(self, request: GenerationRequest) -> ConstraintSpec | None:
-        """The grammar of a forced tool call (tool_choice required or named), else None."""
-        if not request.forces_tool_call:
-            return None
-        from ember.models.text.tool_calls import tool_call_grammar, tool_format
-
-        tools = [t.as_dict() for t in request.tools]
-        if request.tool_choice != "required":
-            tools = [t for t in tools if t["name"] == request.tool_choice]
-        fmt = tool_format(self.info.tool_format)
-        return ConstraintSpec("lark", tool_call_grammar(tools, fmt, self._special_id))
-
-    def _special_id(self, text: str) -> int | None:
-        ids = self.tokenizer.encode(text, parse_special=True)
-        return ids[0] if len(ids) == 1 and ids[0] in self.tokenizer.special_ids else None
+        return self.prompts.encode(request)
 
     def count_tokens(self, request: GenerationRequest) -> int:
         return len(self.encode(request))
@@ -302,19 +202,19 @@ class Engine:
     def add_request(self, request: GenerationRequest, on_event: EventSink) -> None:
         """Queue a request; its events go to on_event (from inside step())."""
         seq = Sequence(self.encode(request), request.sampling, request_id=request.request_id)
-        chat = request.messages is not None and not self._takes_tool_path(request)
+        chat = request.messages is not None and not self.prompts.takes_tool_path(request)
         # the chat format's stops end its turn, like an end-of-turn token: ignore_eos skips both;
         # the reply's leading space is the format's either way (a short reply is a prefix of a long)
         stops = chat and not request.sampling.ignore_eos
         state = RequestState.create(
             seq,
             self.tokenizer,
-            self._stop_ids(request),
+            self.prompts.stop_ids(request),
             on_event,
             extra_stop=self.chat_stop if stops else (),
             lstrip=self.chat_lstrip and chat,
         )
-        spec = request.constraint or self.tool_constraint(request)
+        spec = request.constraint or self.prompts.tool_constraint(request)
         if spec is not None:
             state.constraint = self.constraints.compile(spec)
         if self.prefix_store is not None:
@@ -417,7 +317,7 @@ class Engine:
             self.blocks.register_full_blocks(seq)
             return
         try:
-            samples = self._sample(seq, state, rows, item.draft_ids)
+            samples = sample_step(seq, state, rows, item.draft_ids, self.scheduler.proposer)
         except EngineError as exc:  # a constraint that cannot go on ends its request only
             self.scheduler.finish(seq, "error")
             self._complete(state, "error", str(exc))
@@ -430,7 +330,7 @@ class Engine:
             self.blocks.truncate(seq, seq.num_kv_tokens)  # roll back the rejected drafts
         if not seq.first_token_s:
             seq.first_token_s = now
-        scores = self._score(seq, rows, item.draft_ids, samples)
+        scores = score_samples(seq, rows, item.draft_ids, samples)
         for token, scored in zip(samples, scores, strict=True):
             seq.token_ids.append(token)
             reason = state.accept(token, scored)
@@ -439,69 +339,6 @@ class Engine:
                 self._finish_running(seq, state, reason)
                 return
         self.blocks.register_full_blocks(seq)
-
-    def _sample(
-        self, seq: Sequence, state: RequestState, rows: np.ndarray, drafts: list[int]
-    ) -> list[int]:
-        # Sample each position in turn; keep going while the sample equals the draft. For a
-        # point-mass proposer this is exact speculative sampling (accept with p(d), else a draw
-        # from p without d); greedy gives plain greedy's tokens. A constraint masks every row
-        # first (as if this step's earlier tokens were accepted), so p is the masked target.
-        cut, state.draft_cut = state.draft_cut, None
-        sampled_q = drafts or cut == 0
-        q_rows = draft_probs(self.scheduler.proposer, seq.seq_id) if sampled_q else None
-        if state.constraint is None:
-            return self._sample_rows(seq, state, rows, drafts, q_rows, None)
-        if q_rows is not None and cut == len(drafts):
-            q_rows = q_rows[: len(drafts) + 1]  # the cut draft's q: its position is a rejection
-        elif q_rows is not None:
-            q_rows = q_rows[: len(drafts)]
-        with state.constraint.lookahead() as lookahead:
-            return self._sample_rows(seq, state, rows, drafts, q_rows, lookahead.mask)
-
-    def _sample_rows(
-        self,
-        seq: Sequence,
-        state: RequestState,
-        rows: np.ndarray,
-        drafts: list[int],
-        q_rows: np.ndarray | None,
-        mask: Callable[[np.ndarray, list[int]], np.ndarray] | None,
-    ) -> list[int]:
-        if q_rows is not None:  # sampled drafts: the min(1, p/q) rule (speculative/verify.py)
-            return verify_sampled(
-                rows,
-                drafts,
-                q_rows,
-                seq.sampling,
-                seq.token_ids,
-                state.rng,
-                mask=mask,
-                dry=state.dry,
-            )
-        samples: list[int] = []
-        offset = rows.shape[0] - 1 - len(drafts)
-        for i in range(len(drafts) + 1):
-            history = seq.token_ids + samples
-            row = rows[offset + i] if mask is None else mask(rows[offset + i], samples)
-            token = sample_token(row, seq.sampling, history, state.rng, state.dry)
-            samples.append(token)
-            if i == len(drafts) or token != drafts[i]:
-                break
-        return samples
-
-    @staticmethod
-    def _score(
-        seq: Sequence, rows: np.ndarray, drafts: list[int], samples: list[int]
-    ) -> list[Scored | None]:
-        """Logprobs of samples when the request asked: samples[i] came from the target's row
-        offset + i (plain sampling and both verification rules), so drafted and undrafted
-        decoding report the same values."""
-        if not seq.sampling.logprobs:
-            return [None] * len(samples)
-        offset = rows.shape[0] - 1 - len(drafts)
-        window = rows[offset : offset + len(samples)]
-        return list(score_rows(window, samples, seq.sampling.top_logprobs))
 
     def _filter_drafts(self, seq: Sequence, drafts: list[int]) -> list[int]:
         """Drafts the request's constraint allows (the longest valid prefix)."""
@@ -533,14 +370,6 @@ class Engine:
             log.exception("request %d: finishing failed", seq.request_id)
             message = error or f"request failed: {describe(exc)}"
             state.on_event(Finished("error", "", (), Stats(), message))
-
-    def _stop_ids(self, request: GenerationRequest) -> frozenset[int]:
-        ids = set(request.sampling.stop_token_ids)
-        if not request.sampling.ignore_eos:
-            ids |= set(self.tokenizer.eot_ids)
-            if self.tokenizer.eos_id is not None:
-                ids.add(self.tokenizer.eos_id)
-        return frozenset(ids)
 
     def close(self) -> None:
         """Abort everything and release the runner."""

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ember.engine.block_manager import BlockManager
-from ember.engine.engine import apply_kv_work, seq_step
 from ember.engine.errors import EngineError
+from ember.engine.forward import apply_kv_work, seq_step
 from ember.engine.runners.base import ForwardBatch, Runner
 from ember.engine.scheduler import Scheduler, SchedulerConfig, SchedulerOutput
 from ember.engine.sequence import Sequence

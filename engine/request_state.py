@@ -116,8 +116,14 @@ class RequestState:
                 stats=stats,
                 error=error,
                 logprobs=tuple(self.logprobs),
+                stop_sequence=self._stop_sequence(reason),
             )
         )
+
+    def _stop_sequence(self, reason: str) -> str:
+        """The request's own stop string that ended the reply (not a chat format's)."""
+        matched = self.detok.matched
+        return matched if reason == "stop" and matched in self.seq.sampling.stop else ""
 
     def _top(self, scored: Scored | None) -> tuple[TopLogprob, ...]:
         if scored is None:

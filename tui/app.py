@@ -8,16 +8,16 @@ from textual.app import App
 from textual.binding import Binding
 from textual.message import Message
 
+from ember.app.catalog.catalog import ModelCatalog
 from ember.app.config import Settings
 from ember.app.history.store import History
 from ember.errors import EmberError
 from ember.paths import Paths, get_paths
 from ember.tui.backend_host import BackendFactory, BackendHost
-from ember.tui.chat_config import engine_options
-from ember.tui.chat_session import ChatSession
+from ember.tui.chat.config import engine_options
+from ember.tui.chat.session import ChatSession
 from ember.tui.clipboard import copy_fallback
 from ember.tui.commands import EmberCommands
-from ember.tui.model_catalog import ModelCatalog
 from ember.tui.notices import notify_error
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ class EmberApp(App[None]):
         self.demo_notice = ""  # `ember --fake`: a fake model in a throwaway home (tui/command.py)
         if toolbox is None:
             toolbox = self._configured_toolbox(settings)
-        self.session = ChatSession(history, self.host, settings, toolbox=toolbox)
+        self.session = ChatSession(history, self.host, settings, toolbox=toolbox, paths=self.paths)
         self.catalog = catalog
         self.first_run_check = first_run_check
         self.copied: list[str] = []  # what copy_text copied, newest last
@@ -101,7 +101,7 @@ class EmberApp(App[None]):
         self.session.settings = settings
 
     def on_mount(self) -> None:
-        from ember.tui.screens.chat import ChatScreen
+        from ember.tui.screens.chat.screen import ChatScreen
 
         self.push_screen(ChatScreen(self.session))
         if self.demo_notice:
@@ -132,7 +132,7 @@ class EmberApp(App[None]):
             return
         now = time.monotonic()
         if self.session.busy:
-            from ember.tui.screens.chat import ChatScreen
+            from ember.tui.screens.chat.screen import ChatScreen
 
             chat = next((s for s in self.screen_stack if isinstance(s, ChatScreen)), None)
             if chat is not None:
@@ -179,7 +179,7 @@ class EmberApp(App[None]):
 
     def _post_to_chat(self, message: Message) -> None:
         """Post to the chat screen (thread-safe, like every post_message)."""
-        from ember.tui.screens.chat import ChatScreen
+        from ember.tui.screens.chat.screen import ChatScreen
 
         for screen in self.screen_stack:
             if isinstance(screen, ChatScreen):

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from ember.engine.api import Backend, GenerationRequest
 from ember.errors import EmberError
-from ember.tui.chat_config import file_block
+from ember.tui.chat.config import file_block
+from ember.user_files import UserFileError, read_user_bytes
 
 MAX_FILE_BYTES = 8 * 1024 * 1024  # read no more than this; any context is full long before
 _SNIFF_BYTES = 8192
@@ -36,19 +37,12 @@ class Attachment:
 
 
 def read_text_file(path: Path) -> str:
-    """The file's text (UTF-8, a BOM allowed); AttachError for a missing path, a folder, a file
-    too large or one that is not text."""
+    """The file's text (UTF-8, a BOM allowed); AttachError for a missing path, anything but a
+    regular file (a folder, a FIFO, a device), a file too large or one that is not text."""
     try:
-        if not path.exists():
-            raise AttachError(f"{path}: no such file")
-        if not path.is_file():
-            raise AttachError(f"{path}: not a file")
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise AttachError(f"{path}: {size:,} bytes is more than {MAX_FILE_BYTES:,} (too large)")
-        data = path.read_bytes()
-    except OSError as exc:
-        raise AttachError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        data = read_user_bytes(path, "", MAX_FILE_BYTES)
+    except UserFileError as exc:
+        raise AttachError(str(exc)) from None
     if b"\x00" in data[:_SNIFF_BYTES]:
         raise AttachError(f"{path}: a binary file, not text")
     try:

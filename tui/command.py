@@ -101,14 +101,14 @@ def _build_app(fake: bool, settings: Settings, history: History, paths: Paths) -
     from ember.tui.app import EmberApp
 
     if fake:
+        from ember.app.catalog.fake import FakeCatalog
         from ember.tui.fake_backend import FakeBackend, FakeScript
-        from ember.tui.fake_catalog import FakeCatalog
 
         catalog = FakeCatalog(starter=True)
         catalog.install_starter()
         script = FakeScript(tokens_per_s=25.0, ttft_s=0.2)  # slow enough to watch it stream
         return EmberApp(settings, history, lambda o: FakeBackend(o, script), catalog, paths)
+    from ember.app.catalog.registry import RegistryCatalog
     from ember.app.loading import load_backend
-    from ember.tui.registry_catalog import RegistryCatalog
 
     return EmberApp(settings, history, load_backend, RegistryCatalog(paths), paths)

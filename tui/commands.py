@@ -51,7 +51,7 @@ class EmberCommands(Provider):
     """The palette's Ember section: COMMANDS, and one entry per system prompt preset."""
 
     def _entries(self) -> list[tuple[str, str, Callable[[], Any]]]:
-        from ember.tui.screens.chat import ChatScreen
+        from ember.tui.screens.chat.screen import ChatScreen
 
         screen = self.screen
         on_chat = isinstance(screen, ChatScreen)

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 
 from ember.engine.api import (
+    EngineError,
     EngineInfo,
     EngineOptions,
     EventStream,
@@ -23,7 +24,6 @@ from ember.engine.api import (
     Stats,
     TextDelta,
 )
-from ember.engine.errors import EngineError
 
 _TOKEN = re.compile(r"\s*\S+|\s+")
 

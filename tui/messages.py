@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING
 
 from textual.message import Message
 
-from ember.engine.api import EngineInfo, Finished
-from ember.models.text.tool_calls import ToolCall
+from ember.engine.api import EngineInfo, Finished, ToolCall
 
 if TYPE_CHECKING:
     from ember.tui.attachments import Attachment

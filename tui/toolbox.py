@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from ember.app.mcp.consent import tool_key
 from ember.app.mcp.hub import McpHub, ToolOutcome
-from ember.engine.api import ToolSpec
-from ember.engine.errors import EngineError
+from ember.engine.api import EngineError, ToolSpec
 
 
 class Toolbox(Protocol):
@@ -18,6 +18,10 @@ class Toolbox(Protocol):
     def specs(self) -> tuple[ToolSpec, ...]: ...
 
     def server_of(self, name: str) -> str: ...
+
+    def key_of(self, name: str) -> str: ...
+
+    def description_of(self, name: str) -> str: ...
 
     def call(self, name: str, arguments: dict[str, Any]) -> ToolOutcome: ...
 
@@ -45,6 +49,15 @@ class McpToolbox:
 
     def server_of(self, name: str) -> str:
         return next((t.server for t in self.hub.tools() if t.name == name), "")
+
+    def key_of(self, name: str) -> str:
+        """The tool's allow-list entry (SERVER/TOOL as the server names it); "" if unknown."""
+        tool = next((t for t in self.hub.tools() if t.name == name), None)
+        return tool_key(tool.server, tool.remote_name) if tool is not None else ""
+
+    def description_of(self, name: str) -> str:
+        """What the tool's server says it does (its text, shown as plain text)."""
+        return next((t.description for t in self.hub.tools() if t.name == name), "")
 
     def call(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
         return self.hub.call(name, arguments)

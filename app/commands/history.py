@@ -118,4 +118,6 @@ def _import(history: History, path: Path) -> int:
     imported = import_chats(history, chats)
     messages = sum(len(c.messages) for c in chats)
     print(f"imported {len(imported)} chat{'s' if len(imported) != 1 else ''} ({messages} messages)")
+    for note in (n for c in chats for n in c.notes):
+        print(f"left out {note}")
     return 0

@@ -58,15 +58,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 GRAMMAR_KINDS = {".gbnf": "gbnf", ".lark": "lark", ".regex": "regex", ".re": "regex"}
 
 
-def _read_spec_file(flag: str, path: str) -> str:
-    from pathlib import Path
+MAX_SPEC_BYTES = 1024 * 1024  # a schema or grammar file; a FIFO or device is refused unread
 
+
+def _read_spec_file(flag: str, path: str) -> str:
     from ember.app.errors import ConfigError
+    from ember.user_files import UserFileError, read_user_text
 
     try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{flag} {path}: cannot read ({exc})") from None
+        return read_user_text(path, flag, MAX_SPEC_BYTES)
+    except UserFileError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _engine_log_to_file() -> None:
+    """The engine's own log (a failed request's traceback) goes to run.log in the cache folder,
+    not the terminal, where the one-line error says what failed."""
+    import logging
+
+    from ember.paths import get_paths
+
+    logger = logging.getLogger("ember")
+    path = get_paths().cache_dir / "run.log"
+    if any(getattr(h, "baseFilename", "") == str(path) for h in logger.handlers):
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path, encoding="utf-8", delay=True)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s"))
+    logger.addHandler(handler)
 
 
 def constraint_from_args(args: argparse.Namespace) -> Any:
@@ -121,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
     from ember.text import visible
 
     settings = load_settings()
+    _engine_log_to_file()
     options = engine_options(args.model, settings, EngineFlags.from_args(args))
     prompt = argument_text(args.prompt, "prompt") if args.prompt is not None else stdin_text()
     if args.system is not None:

@@ -12,13 +12,14 @@ from ember.app.options import add_engine_flags
 
 if TYPE_CHECKING:
     from ember.app.config import Settings
+    from ember.app.server.model_aliases import ModelAliases
     from ember.engine.api import Backend, EngineOptions
     from ember.engine.embedding import Embedder
 
 NAME = "serve"
 HELP = (
-    "Serve registered models over OpenAI- and Ollama-compatible HTTP APIs (127.0.0.1 by "
-    "default; --port 11434 stands in for Ollama)."
+    "Serve registered models over OpenAI-, Anthropic- and Ollama-compatible HTTP APIs "
+    "(127.0.0.1 by default; --port 11434 stands in for Ollama)."
 )
 ORDER = 40
 
@@ -52,8 +53,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="requests may name an OpenAI-compatible server whose URL starts with URL; it gets "
         "no API key of this server (repeatable; default: none)",
     )
+    parser.add_argument(
+        "--alias",
+        action="append",
+        default=[],
+        metavar="PATTERN=MODEL",
+        help="answer requests for model names matching PATTERN (a glob) with MODEL, e.g. "
+        "'claude-*=gemma3-270m' for Claude Code (repeatable; first match wins)",
+    )
     parser.add_argument("--max-body-bytes", type=int, default=1 << 20, help="request body limit")
     parser.add_argument("--max-loaded", type=int, default=1, help="models kept loaded while idle")
+    parser.add_argument(
+        "--metrics", action="store_true", help="serve GET /metrics (Prometheus text format)"
+    )
     add_engine_flags(parser, remote=False)
 
 
@@ -127,6 +139,20 @@ def describe_model(name: str) -> dict[str, object]:
     }
 
 
+def _aliases(args: argparse.Namespace) -> ModelAliases:
+    """--alias PATTERN=MODEL, each MODEL one this server serves (else it stops here)."""
+    from ember.app.errors import ConfigError
+    from ember.app.server.model_aliases import ModelAliases
+
+    aliases = ModelAliases.parse(args.alias)
+    is_served = served_check(args)
+    for alias in aliases.aliases:
+        if not is_served(alias.model):
+            raise ConfigError(f"--alias {alias.pattern}={alias.model}: no model {alias.model!r}")
+        print(f"ember: model names matching {alias.pattern!r} -> {alias.model}", flush=True)
+    return aliases
+
+
 def run(args: argparse.Namespace) -> int:
     from ember.app.config import load_settings
     from ember.app.errors import ConfigError
@@ -163,14 +189,20 @@ def run(args: argparse.Namespace) -> int:
 
         return load_embedding_model(options_for(name))
 
+    aliases = _aliases(args)
+
+    from ember.app.server.llamaserver.metrics import ServerMetrics
+
+    metrics = ServerMetrics() if args.metrics else None  # counts every API's requests
     pool = ModelPool(
-        load,
+        metrics.metered(load) if metrics else load,
         registered_names,
         default_model=args.model,
         max_loaded=args.max_loaded,
         max_tokens_cap=defaults.ctx or MAX_TOKENS,  # ctx auto: each model's own limit
         is_served=served_check(args),
         describe=describe_model,
+        aliases=aliases,
     )
     if args.model:
         pool.preload(args.model)
@@ -183,8 +215,15 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     print(
-        f"ember: serving on http://{args.host}:{args.port} (OpenAI: /v1, Ollama: /api)", flush=True
+        f"ember: serving on http://{args.host}:{args.port} (OpenAI: /v1, Anthropic: /v1/messages, "
+        "Ollama: /api)",
+        flush=True,
     )
     embedders = EmbedderPool(load_embedder, pool, max_loaded=args.max_loaded)
-    uvicorn.run(create_app(pool, guard, embedders), host=args.host, port=args.port, log_level="warning")
+    uvicorn.run(
+        create_app(pool, guard, embedders, metrics),
+        host=args.host,
+        port=args.port,
+        log_level="warning",
+    )
     return 0

@@ -1,8 +1,11 @@
 """Chats into the history from an `ember-chats` JSON export (export.py).
 
-The whole file is checked before anything is written: each field's type and range, roles and
-statuses, each message's parent (an earlier message of the same chat, so no loops), the shown
-leaf. A file that fails names the field and the reason (`conversations[0].messages[3].role:
+The file is read through ember/user_files.py (a regular file of at most 256 MiB: a FIFO or
+/dev/zero is refused, not waited on) and checked whole before anything is written: its nesting
+depth, each field's type and range (times finite and before year 10000, per-chat settings
+against app/history/chat_settings.py, stats flat), roles and statuses, each message's parent (an
+earlier message of the same chat, so no loops), the shown leaf. What is stored can always be
+read back. A file that fails names the field and the reason (`conversations[0].messages[3].role:
 ...`) and the history is not touched; each chat then goes in in one transaction (all of it or
 none of it), with new ids.
 """
@@ -10,18 +13,25 @@ none of it), with new ids.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ember.app.errors import HistoryError
+from ember.app.history.chat_settings import SettingError, check_chat_settings
 from ember.app.history.export import FORMAT, VERSION
 from ember.app.history.parts import MessagePart
+from ember.app.history.records import MAX_TIME_S
 from ember.app.history.store import Conversation, History, TreeMessage
+from ember.text import escape
+from ember.user_files import UserFileError, read_user_bytes
 
 MAX_IMPORT_BYTES = 256 * 1024 * 1024
 MAX_MESSAGES = 100_000  # per chat
+MAX_DEPTH = 32  # objects and lists inside one another; an export nests 8 deep at most
+MAX_STAT_CHARS = 200
 ROLES = ("user", "assistant")
 STATUSES = ("complete", "stopped", "interrupted", "error", "empty", "streaming")
 
@@ -33,6 +43,7 @@ class ImportedChat:
     conversation: Conversation
     messages: list[TreeMessage]
     leaf_key: int | None
+    notes: tuple[str, ...] = ()  # what was left out, and why (retired settings keys)
 
 
 class _Bad(Exception):
@@ -43,12 +54,9 @@ class _Bad(Exception):
 def read_export_file(path: Path) -> list[ImportedChat]:
     """Read and check an export file (HistoryError naming the file, the field and the reason)."""
     try:
-        size = path.stat().st_size
-        if size > MAX_IMPORT_BYTES:
-            raise HistoryError(f"{path}: {size} bytes is more than {MAX_IMPORT_BYTES} (too large)")
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise HistoryError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        raw = read_user_bytes(path, "", MAX_IMPORT_BYTES)
+    except UserFileError as exc:
+        raise HistoryError(str(exc)) from None
     try:
         return parse_export(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
@@ -63,7 +71,10 @@ def parse_export(text: str) -> list[ImportedChat]:
         body = json.loads(text)
     except ValueError as exc:
         raise HistoryError(f"not JSON ({exc})") from None
+    except RecursionError:
+        raise HistoryError(f"nested more than {MAX_DEPTH} deep") from None
     try:
+        _check_depth(body)
         body = _object(body, "the file")
         if body.get("format") != FORMAT:
             raise _Bad("format", f"must be {FORMAT!r} (an Ember JSON export)")
@@ -75,8 +86,6 @@ def parse_export(text: str) -> list[ImportedChat]:
         return [_chat(c, f"conversations[{i}]") for i, c in enumerate(chats)]
     except _Bad as exc:
         raise HistoryError(str(exc)) from None
-    except RecursionError:
-        raise HistoryError("nested too deeply") from None
 
 
 def import_chats(history: History, chats: list[ImportedChat]) -> list[Conversation]:
@@ -91,7 +100,12 @@ def _chat(value: Any, where: str) -> ImportedChat:
         raise _Bad(f"{where}.messages", "must be a list")
     if len(messages) > MAX_MESSAGES:
         raise _Bad(f"{where}.messages", f"more than {MAX_MESSAGES} messages")
-    settings = _object(chat.get("settings", {}), f"{where}.settings")
+    try:
+        settings, notes = check_chat_settings(
+            _object(chat.get("settings", {}), f"{where}.settings")
+        )
+    except SettingError as exc:
+        raise _Bad(f"{where}.settings.{escape(exc.key)}", exc.reason) from None
     conversation = Conversation(
         id=0,
         title=_text(chat, "title", where, required=True) or "Imported chat",
@@ -100,7 +114,7 @@ def _chat(value: Any, where: str) -> ImportedChat:
         leaf_id=None,
         system_prompt=_text(chat, "system_prompt", where),
         preset_id=None,
-        settings=json.loads(json.dumps(settings)),
+        settings=settings,
     )
     tree: list[TreeMessage] = []
     keys: set[int] = set()
@@ -111,7 +125,7 @@ def _chat(value: Any, where: str) -> ImportedChat:
     leaf = chat.get("leaf")
     if leaf is not None and (not _is_int(leaf) or leaf not in keys):
         raise _Bad(f"{where}.leaf", f"{leaf!r} is not the id of one of its messages")
-    return ImportedChat(conversation, tree, leaf)
+    return ImportedChat(conversation, tree, leaf, tuple(f"{where}.settings.{n}" for n in notes))
 
 
 def _message(value: Any, where: str, earlier: set[int]) -> TreeMessage:
@@ -149,7 +163,7 @@ def _message(value: Any, where: str, earlier: set[int]) -> TreeMessage:
         # a reply that was streaming when exported did not finish: it comes in as interrupted
         status="interrupted" if status == "streaming" else status,
         created_at=_number(item, "created_at", where),
-        stats=json.loads(json.dumps(_object(item.get("stats", {}), f"{where}.stats"))),
+        stats=_stats(item.get("stats", {}), f"{where}.stats"),
         parts=tuple(parts),
     )
 
@@ -173,9 +187,38 @@ def _text(item: dict[str, Any], key: str, where: str, required: bool = False) ->
 
 def _number(item: dict[str, Any], key: str, where: str) -> float:
     value = item.get(key, 0.0)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
-        raise _Bad(f"{where}.{key}", f"{value!r}: must be a time (seconds, >= 0)")
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not number or not 0 <= value <= MAX_TIME_S:  # NaN and infinities fail too
+        raise _Bad(
+            f"{where}.{key}", f"{value!r}: must be a time (seconds since 1970, before year 10000)"
+        )
     return float(value)
+
+
+def _stats(value: Any, where: str) -> dict[str, Any]:
+    """A reply's counters: a flat object of finite numbers, short strings, booleans or null."""
+    stats = _object(value, where)
+    for key, item in stats.items():
+        if isinstance(item, float) and not math.isfinite(item):
+            raise _Bad(f"{where}.{key}", f"{item!r}: must be a finite number")
+        if isinstance(item, str) and (len(item) > MAX_STAT_CHARS or not _encodable(item)):
+            raise _Bad(f"{where}.{key}", f"must be text of at most {MAX_STAT_CHARS} characters")
+        if item is not None and not isinstance(item, bool | int | float | str):
+            raise _Bad(f"{where}.{key}", "must be a number, text, true/false or null")
+    return stats
+
+
+def _check_depth(body: Any) -> None:
+    """Refuse nesting deeper than MAX_DEPTH (walked without recursion)."""
+    stack: list[tuple[Any, int]] = [(body, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise _Bad("the file", f"nested more than {MAX_DEPTH} deep")
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)
 
 
 def _encodable(value: Any) -> bool:

@@ -1,9 +1,10 @@
 """The history's records: conversations, messages and presets, built from database rows.
 
 A row that another program, a bad disk or an old bug left broken (text that is not UTF-8, a
-settings or stats column that is not a JSON object, a timestamp that is not a number) still
-becomes a record: the broken parts are replaced (U+FFFD, {}, 0) and `damaged` says which they
-were, so the app can show the row as damaged instead of failing to open the history.
+settings or stats column that is not a JSON object, a timestamp that is not a number or not a
+time a calendar can show, a chat setting of the wrong type) still becomes a record: the broken
+parts are replaced (U+FFFD, {}, 0, the setting left out) and `damaged` says which they were, so
+the app can show the row as damaged instead of failing to open the history.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
+from ember.app.history.chat_settings import usable_chat_settings
 from ember.app.history.parts import MessagePart, parts_from_json
 from ember.text import clean
 
+MAX_TIME_S = 253_402_300_799.0  # 9999-12-31T23:59:59Z: the last second datetime can show
 MessageStatus = str  # complete | streaming | stopped | interrupted | error | empty (no text)
 
 
@@ -76,10 +79,17 @@ class Preset:
 
 def conversation_from_row(row: sqlite3.Row) -> Conversation:
     fields = _Fields(row)
+    title, created, updated = (
+        fields.text("title"),
+        fields.number("created_at"),
+        fields.number("updated_at"),
+    )
+    system_prompt = fields.text("system_prompt")
+    settings, dropped = usable_chat_settings(fields.json_object("settings_json"))
+    fields.broken += [f"settings_json: {key} is not a valid value" for key in dropped]
     return Conversation(
-        row["id"], fields.text("title"), fields.number("created_at"), fields.number("updated_at"),
-        row["leaf_id"], fields.text("system_prompt"), row["preset_id"],
-        fields.json_object("settings_json"), fields.damaged,
+        row["id"], title, created, updated, row["leaf_id"], system_prompt, row["preset_id"],
+        settings, fields.damaged,
     )  # fmt: skip
 
 
@@ -118,9 +128,10 @@ class _Fields:
 
     def number(self, column: str) -> float:
         value = self.row[column]
-        if isinstance(value, int | float) and not isinstance(value, bool):
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if number and 0 <= value <= MAX_TIME_S:  # not NaN, not infinite, before year 10000
             return float(value)
-        self.broken.append(f"{column}: not a number")
+        self.broken.append(f"{column}: not a time" if number else f"{column}: not a number")
         return 0.0
 
     def parts(self, column: str) -> tuple[MessagePart, ...]:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from starlette.responses import Response
 
     from ember.app.server.embedder_pool import EmbedderPool
+    from ember.app.server.llamaserver.metrics import ServerMetrics
     from ember.engine.embedding import Embedder
 
 
@@ -51,7 +52,7 @@ async def _stream(
                 for chunk in _with_logprobs(out, out.delta_chunks("", final=True)):
                     yield f"data: {json.dumps(chunk)}\n\n"
                 if event.reason == "error":
-                    status = 422 if event.refused else 500
+                    status = 400 if event.refused else 500
                     kind = "invalid_request_error" if event.refused else "server_error"
                     err = {"error": {"message": event.error, "type": kind, "code": status}}
                     yield f"data: {json.dumps(err)}\n\n"
@@ -105,7 +106,7 @@ def _make_endpoint(pool: ModelPool, guard: Guard, chat: bool) -> Callable[[Reque
             handle = backend.submit(parsed.request)
         except EmberError as exc:
             pool.release(name)
-            return _error(422, str(exc))
+            return _error(400, str(exc))
         parse_tools = bool(parsed.request.offered_tools)
         wants_logprobs = parsed.request.sampling.logprobs
         out = Completion(chat, name, backend.info.tool_format, parse_tools, wants_logprobs)
@@ -124,7 +125,7 @@ def _make_endpoint(pool: ModelPool, guard: Guard, chat: bool) -> Callable[[Reque
         finally:
             pool.release(name)
         if fin.reason == "error" and fin.refused:  # the input was wrong: the template refused it
-            return _error(422, fin.error, "messages")
+            return _error(400, fin.error, "messages")
         if fin.reason == "error":
             return _error(500, fin.error or "generation failed")
         return JSONResponse(out.whole(fin))
@@ -140,6 +141,9 @@ def _default_embedder(name: str) -> Embedder:
 
 
 def _guard_middleware(app: Any, guard: Guard) -> Any:
+    from ember.app.server.anthropic.errors import error_response as anthropic_error
+    from ember.app.server.anthropic.errors import is_anthropic_path
+
     async def middleware(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":
             headers = {
@@ -147,7 +151,8 @@ def _guard_middleware(app: Any, guard: Guard) -> Any:
             }
             refusal = guard.check(headers, scope["path"])
             if refusal is not None:
-                await _error(refusal[0], refusal[1])(scope, receive, send)
+                shape = anthropic_error if is_anthropic_path(scope["path"]) else _error
+                await shape(refusal[0], refusal[1])(scope, receive, send)
                 return
         await app(scope, receive, send)
 
@@ -155,11 +160,14 @@ def _guard_middleware(app: Any, guard: Guard) -> Any:
 
 
 def create_app(
-    pool: ModelPool, guard: Guard, embedders: EmbedderPool | None = None
+    pool: ModelPool,
+    guard: Guard,
+    embedders: EmbedderPool | None = None,
+    metrics: ServerMetrics | None = None,
 ) -> Starlette:
     """The ASGI app: routes plus the Host/Origin/key/size guard in front of them; embedders
     serves /v1/embeddings and /api/embed (default: each served model loaded on llama.cpp with
-    the engine's default options)."""
+    the engine's default options); metrics: what GET /metrics shows (None: off, a 501)."""
     from starlette.applications import Starlette
     from starlette.middleware import Middleware
     from starlette.responses import JSONResponse
@@ -187,7 +195,10 @@ def create_app(
         return JSONResponse(body, status_code=503 if sick else 200)
 
     from ember.app.server import embeddings, ollama, ollama_models
+    from ember.app.server.anthropic import routes as anthropic
     from ember.app.server.embedder_pool import EmbedderPool
+    from ember.app.server.llamaserver import routes as llamaserver
+    from ember.app.server.responses import routes as responses
 
     if embedders is None:
         embedders = EmbedderPool(_default_embedder, pool, max_loaded=pool.max_loaded)
@@ -211,6 +222,9 @@ def create_app(
         *ollama.routes(pool, guard, embedders),
         *ollama_models.routes(pool, guard),
         *embeddings.routes(embedders, guard),
+        *anthropic.routes(pool, guard),
+        *responses.routes(pool, guard),
+        *llamaserver.routes(pool, guard, metrics),
         Route("/ember/unload", unload, methods=["POST"]),
         Route("/health", health, methods=["GET"]),
         Route("/v1/models", models, methods=["GET"]),
@@ -225,9 +239,10 @@ def create_app(
         pool.close()
         embedders.close()
 
-    return Starlette(
-        routes=routes, lifespan=lifespan, middleware=[Middleware(_GuardWrapper, guard=guard)]
-    )
+    from ember.app.server.cors import CorsMiddleware
+
+    guards = [Middleware(CorsMiddleware, guard=guard), Middleware(_GuardWrapper, guard=guard)]
+    return Starlette(routes=routes, lifespan=lifespan, middleware=guards)
 
 
 class _GuardWrapper:

@@ -1,5 +1,5 @@
 """The chat fields beyond plain text: tools, tool_choice, tool turns, response_format, template
-kwargs, and the refusal of every field Ember does not serve (422 naming it, never ignored)."""
+kwargs, and the refusal of every field Ember does not serve (400 naming it, never ignored)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ KNOWN = frozenset(
 
 
 def refuse_unknown(body: dict[str, Any]) -> None:
-    """422 naming the first field Ember does not serve."""
+    """400 naming the first field Ember does not serve."""
     for key in body:
         if key not in KNOWN:
             raise RequestInvalid(str(key)[:64], "is not supported by this server")
@@ -40,7 +40,7 @@ def _object(value: Any, param: str) -> dict[str, Any]:
     return value
 
 
-def _schema_text(schema: Any, param: str) -> str:
+def schema_text(schema: Any, param: str) -> str:
     if not isinstance(schema, dict):
         raise RequestInvalid(param, "must be a JSON Schema object")
     text = json.dumps(schema)
@@ -63,7 +63,7 @@ def parse_tools(body: dict[str, Any]) -> tuple[tuple[ToolSpec, ...], str]:
             fn = _object(item.get("function"), f"tools[{i}].function")
             params = fn.get("parameters")
             if params is not None:
-                json.loads(_schema_text(params, f"tools[{i}].function.parameters"))
+                json.loads(schema_text(params, f"tools[{i}].function.parameters"))
             description = fn.get("description", "")
             if not isinstance(description, str):
                 raise RequestInvalid(f"tools[{i}].function.description", "must be a string")
@@ -109,6 +109,12 @@ def parse_tool_calls(value: Any, index: int) -> tuple[ToolCall, ...]:
         name, arguments = fn.get("name"), fn.get("arguments", "{}")
         if not isinstance(name, str) or not name or not isinstance(arguments, str):
             raise RequestInvalid(f"{param}[{j}].function", "needs a name and arguments (text)")
+        try:  # a template renders them as JSON: text that is not JSON would break the prompt
+            parsed = json.loads(arguments or "{}")
+        except (ValueError, RecursionError):
+            parsed = None
+        if not isinstance(parsed, dict):
+            raise RequestInvalid(f"{param}[{j}].function.arguments", "must be a JSON object (text)")
         call_id = item.get("id") or f"call_{index}_{j}"
         calls.append(ToolCall(name, arguments, str(call_id)))
     return tuple(calls)
@@ -137,7 +143,7 @@ def parse_response_format(body: dict[str, Any]) -> ConstraintSpec | None:
         spec = _object(fmt.get("json_schema"), "response_format.json_schema")
         if "schema" not in spec:
             raise RequestInvalid("response_format.json_schema.schema", "is required")
-        text = _schema_text(spec["schema"], "response_format.json_schema.schema")
+        text = schema_text(spec["schema"], "response_format.json_schema.schema")
         return ConstraintSpec("json_schema", text)
     raise RequestInvalid("response_format.type", "must be text, json_object or json_schema")
 

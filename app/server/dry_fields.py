@@ -2,7 +2,7 @@
 
 The names and meanings are llama-server's, so a client written for it works here: dry_multiplier
 (0 = off, the server's default), dry_base, dry_allowed_length, dry_penalty_last_n (-1 = all) and
-dry_sequence_breakers (strings a repeat never spans). Each bad value is a 422 naming its field; the ranges are the
+dry_sequence_breakers (strings a repeat never spans). Each bad value is a 400 naming its field; the ranges are the
 parameter table's (app/parameters).
 """
 

@@ -1,6 +1,6 @@
 """Embedding request bodies -> one validated EmbedRequest: OpenAI's /v1/embeddings, Ollama's
-/api/embed and its legacy /api/embeddings. Every field is served or refused by name (OpenAI:
-422; Ollama: 400, its status for bad requests); nothing is accepted and ignored.
+/api/embed and its legacy /api/embeddings. Every field is served or refused by name (400, the
+status of both APIs for a bad request); nothing is accepted and ignored.
 """
 
 from __future__ import annotations
@@ -99,8 +99,8 @@ def _inputs(value: Any, param: str, status: int, tokens: bool) -> tuple[Embeddin
 
 def parse_openai(body: Any) -> EmbedRequest:
     """POST /v1/embeddings."""
-    body = _object(body, 422)
-    _refuse_unknown(body, OPENAI_FIELDS, 422)
+    body = _object(body, 400)
+    _refuse_unknown(body, OPENAI_FIELDS, 400)
     if "input" not in body:
         raise RequestInvalid("input", "is required")
     encoding = body.get("encoding_format", "float")
@@ -110,9 +110,9 @@ def parse_openai(body: Any) -> EmbedRequest:
     if user is not None and not isinstance(user, str):
         raise RequestInvalid("user", "must be a string")
     return EmbedRequest(
-        model=_model(body, 422),
-        inputs=_inputs(body["input"], "input", 422, tokens=True),
-        dimensions=_dimensions(body, 422),
+        model=_model(body, 400),
+        inputs=_inputs(body["input"], "input", 400, tokens=True),
+        dimensions=_dimensions(body, 400),
         base64=encoding == "base64",
     )
 

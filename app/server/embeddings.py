@@ -86,7 +86,7 @@ def routes(pool: EmbedderPool, guard: Guard) -> list[Route]:
     async def openai(request: Request) -> Response:
         try:
             req = parse_openai(await read_json(request, guard.max_body_bytes))
-            name, result, _load_s = await _embed(pool, req, 422)
+            name, result, _load_s = await _embed(pool, req, 400)
         except RequestInvalid as exc:
             return error_response(exc.status, str(exc), exc.param)
         except EmberError as exc:  # the model exists but failed to load

@@ -1,4 +1,4 @@
-"""The logprobs request fields (422 on OpenAI's routes, 400 on Ollama's, naming the field).
+"""The logprobs request fields (400 naming the field).
 
 OpenAI chat and Ollama's /api/chat and /api/generate: `logprobs` (boolean) and `top_logprobs`
 (0 to 20, only with logprobs: true); OpenAI completions: `logprobs` (an integer 0 to 5: that
@@ -16,7 +16,7 @@ from ember.engine.api import MAX_TOP_LOGPROBS
 MAX_COMPLETION_LOGPROBS = 5  # OpenAI's legacy completions limit
 
 
-def _count(value: Any, param: str, hi: int, status: int = 422) -> int:
+def _count(value: Any, param: str, hi: int, status: int = 400) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         kind = type(value).__name__
         raise RequestInvalid(param, f"must be an integer, got {kind}", status=status)
@@ -25,7 +25,7 @@ def _count(value: Any, param: str, hi: int, status: int = 422) -> int:
     return value
 
 
-def parse(body: dict[str, Any], chat: bool, status: int = 422) -> tuple[bool, int]:
+def parse(body: dict[str, Any], chat: bool, status: int = 400) -> tuple[bool, int]:
     """(logprobs, top_logprobs) of a chat body (OpenAI's or Ollama's: status 400) or an
     OpenAI completion body (chat False)."""
     value = body.get("logprobs")

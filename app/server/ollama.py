@@ -15,11 +15,11 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from ember.app.reply_splitter import ReplySplitter
 from ember.app.server.errors import RequestInvalid
 from ember.app.server.io import next_event, plain_error, read_json
 from ember.app.server.logprobs import LogprobShaper
 from ember.app.server.ollama_requests import parse_chat, parse_generate
-from ember.app.server.reply_splitter import ReplySplitter
 from ember.engine.api import Finished, TextDelta, TokenLogprob
 from ember.errors import EmberError
 
@@ -39,15 +39,17 @@ def _now() -> str:
     return datetime.now(UTC).isoformat().replace("+00:00", "Z")
 
 
-def _final(fin: Finished, started: float) -> dict[str, Any]:
+def _final(fin: Finished, started: float, load_ns: int = 0) -> dict[str, Any]:
     stats = fin.stats
     total_ns = int((time.perf_counter() - started) * 1e9)
-    decode_ns = int(stats.generated_tokens / stats.decode_tok_s * 1e9) if stats.decode_tok_s else 0
+    # decode_tok_s counts the intervals after the first token (whose time is in ttft_s)
+    decode_s = (stats.generated_tokens - 1) / stats.decode_tok_s if stats.decode_tok_s else 0.0
+    decode_ns = int(max(decode_s, 0.0) * 1e9)
     return {
         "done": True,
         "done_reason": "length" if fin.reason in ("length", "loop") else "stop",  # loop: cut short
         "total_duration": total_ns,
-        "load_duration": 0,
+        "load_duration": load_ns,  # the model's load when this request loaded it
         "prompt_eval_count": stats.prompt_tokens,
         "prompt_eval_duration": int(stats.ttft_s * 1e9),
         "eval_count": stats.generated_tokens,
@@ -64,6 +66,7 @@ class _Reply:
         self.model, self.chat = model, chat
         self.splitter = ReplySplitter(fmt_name, tools) if chat else None
         self.logprobs = LogprobShaper(chat=True) if logprobs else None
+        self.load_ns = 0  # how long acquiring the model took (its load, if this request loaded it)
 
     def lines(
         self, text: str, final: bool = False, logprobs: tuple[TokenLogprob, ...] = ()
@@ -100,7 +103,7 @@ class _Reply:
             body = {"message": {"role": "assistant", "content": ""}}
         if self.logprobs is not None and self.logprobs.pending:
             body["logprobs"] = self.logprobs.take_entries()
-        return head | body | _final(fin, started)
+        return head | body | _final(fin, started, self.load_ns)
 
     def whole(self, fin: Finished, started: float) -> dict[str, Any]:
         parts = self._lines(fin.text, final=True)
@@ -170,7 +173,9 @@ def routes(pool: ModelPool, guard: Guard, embedders: EmbedderPool | None = None)
             body = await read_json(request, guard.max_body_bytes)
             parse = parse_chat if chat else parse_generate
             model, stream, keep, gen = parse(body, pool.max_tokens_cap)
+            before_load = time.perf_counter()
             name, backend = await pool.acquire(model)
+            load_ns = int((time.perf_counter() - before_load) * 1e9)
         except RequestInvalid as exc:
             return error(exc)
         except EmberError as exc:
@@ -186,6 +191,7 @@ def routes(pool: ModelPool, guard: Guard, embedders: EmbedderPool | None = None)
             return plain_error(400, str(exc))
         wants = gen.sampling.logprobs
         reply = _Reply(name, chat, backend.info.tool_format, bool(gen.offered_tools), wants)
+        reply.load_ns = load_ns
 
         async def lines() -> AsyncIterator[str]:
             iterator = iter(handle)

@@ -9,6 +9,7 @@ duration. Anything else is a 400 naming the field (Ollama's status for bad reque
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 from ember.app.parameters import PARAMETERS, VIEWS, ParameterInvalid, check_field
@@ -23,7 +24,17 @@ OPTIONS = {v.field: (name, PARAMETERS[name].kind) for name, v in VIEWS["ollama"]
 CHAT_FIELDS = {"model", "messages", "stream", "format", "options", "tools", "keep_alive", "think"}
 GENERATE_FIELDS = {"model", "prompt", "system", "raw", "stream", "format", "options", "keep_alive"}
 CHAT_FIELDS |= {"logprobs", "top_logprobs"}  # app/server/logprob_fields.py
-GENERATE_FIELDS |= {"logprobs", "top_logprobs"}
+GENERATE_FIELDS |= {"logprobs", "top_logprobs", "suffix", "images"}  # suffix: fill-in-the-middle
+# Ollama's documented options that Ember's engine has no use for: accepted and logged, as Ollama
+# accepts them for every model (runtime placement, or samplers Ember does not have)
+IGNORED_OPTIONS = frozenset(
+    {
+        "num_keep", "typical_p", "penalize_newline", "numa", "num_batch", "num_gpu", "main_gpu",
+        "low_vram", "use_mmap", "use_mlock", "num_thread", "vocab_only", "f16_kv", "mirostat",
+        "mirostat_tau", "mirostat_eta", "tfs_z",
+    }
+)  # fmt: skip
+log = logging.getLogger("ember.server")
 
 
 def _refuse_unknown(body: dict[str, Any], known: set[str]) -> None:
@@ -61,6 +72,10 @@ def sampling(options: Any, cap: int, body: dict[str, Any] | None = None) -> Samp
         elif key == "num_ctx":
             if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= cap:
                 raise RequestInvalid("options.num_ctx", f"must be 1..{cap} (--ctx)", status=400)
+        elif key in IGNORED_OPTIONS:
+            log.warning(
+                "ollama option %s=%.40r does not apply to Ember's engine: ignored", key, value
+            )
         elif key in OPTIONS:
             name, kind = OPTIONS[key]
             if isinstance(value, bool) or not isinstance(value, int | float):
@@ -107,6 +122,17 @@ def keep_alive_s(value: Any) -> float | None:
     raise RequestInvalid("keep_alive", 'must be seconds or a duration like "5m"', status=400)
 
 
+def _no_images(value: Any, param: str) -> None:
+    """images: [] (what clients such as litellm always send) passes; an image is refused."""
+    if value is None or value == []:
+        return
+    if not isinstance(value, list):
+        raise RequestInvalid(param, "must be a list", status=400)
+    raise RequestInvalid(
+        param, "Ember's engine reads text only: no model here sees images", status=400
+    )
+
+
 def _messages(raw: Any) -> tuple[ChatMessage, ...]:
     if not isinstance(raw, list):
         raise RequestInvalid("messages", "must be a list", status=400)
@@ -114,8 +140,7 @@ def _messages(raw: Any) -> tuple[ChatMessage, ...]:
     for i, item in enumerate(raw):
         if not isinstance(item, dict):
             raise RequestInvalid(f"messages[{i}]", "must be an object", status=400)
-        if item.get("images"):
-            raise RequestInvalid(f"messages[{i}].images", "images are not supported", status=400)
+        _no_images(item.get("images"), f"messages[{i}].images")
         role, content = item.get("role"), item.get("content") or ""
         if role not in ("system", "user", "assistant", "tool") or not isinstance(content, str):
             raise RequestInvalid(f"messages[{i}]", "needs a role and text content", status=400)
@@ -159,11 +184,19 @@ def parse_generate(
     if not isinstance(prompt, str) or not isinstance(system, str):
         raise RequestInvalid("prompt", "must be a string", status=400)
     keep = keep_alive_s(body.get("keep_alive"))
+    _no_images(body.get("images"), "images")
     if not prompt:  # Ollama: an empty prompt only loads (or, with keep_alive 0, unloads)
         return _model(body), False, keep, None
     options = sampling(body.get("options"), cap, body)
     spec = constraint(body.get("format"))
-    if body.get("raw"):
+    suffix = body.get("suffix")
+    if suffix is not None and suffix != "":  # the engine's FIM path, as /infill
+        if not isinstance(suffix, str) or system:
+            raise RequestInvalid(
+                "suffix", "must be a string (and comes without system)", status=400
+            )
+        request = _request(prompt=prompt, suffix=suffix, sampling=options, constraint=spec)
+    elif body.get("raw"):
         request = _request(
             prompt=f"{system}\n\n{prompt}" if system else prompt, sampling=options, constraint=spec
         )
@@ -184,7 +217,9 @@ def _request(**fields: Any) -> GenerationRequest:
 
 def _model(body: dict[str, Any]) -> str | None:
     model = body.get("model")
-    if model is not None and (not isinstance(model, str) or not 0 < len(model) <= 512):
+    if model is None:  # Ollama needs it on every request (no server default)
+        raise RequestInvalid("model", "is required", status=400)
+    if not isinstance(model, str) or not 0 < len(model) <= 512:
         raise RequestInvalid("model", "must be a non-empty string", status=400)
     return model
 

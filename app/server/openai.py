@@ -14,8 +14,8 @@ import time
 import uuid
 from typing import Any
 
+from ember.app.reply_splitter import ReplySplitter
 from ember.app.server.logprobs import LogprobShaper
-from ember.app.server.reply_splitter import ReplySplitter
 from ember.app.server.tool_call_deltas import tool_call_deltas
 from ember.engine.api import Finished
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from ember.app.server.errors import RequestInvalid
 from ember.app.server.loaded_pool import LoadedPool, unknown_model_message
+from ember.app.server.model_aliases import ModelAliases
 from ember.engine.api import Backend, Health
 
 
@@ -25,6 +26,7 @@ class ModelPool(LoadedPool[Backend]):
         max_tokens_cap: int = 8192,
         is_served: Callable[[str], bool] | None = None,
         describe: Callable[[str], dict[str, Any]] | None = None,
+        aliases: ModelAliases | None = None,
     ) -> None:
         super().__init__(load, self.resolve, max_loaded)
         self._list_names = list_names
@@ -34,6 +36,7 @@ class ModelPool(LoadedPool[Backend]):
         self.default_model = default_model
         self.max_tokens_cap = max_tokens_cap
         self._describe = describe  # name -> {"size", "digest", "format", "family", ...}
+        self.aliases = aliases or ModelAliases()  # --alias 'claude-*=MODEL'
 
     def names(self) -> list[str]:
         """Every model a request may name: registered ones and loaded ones."""
@@ -48,8 +51,13 @@ class ModelPool(LoadedPool[Backend]):
         name = requested or self.default_model
         if not name:
             raise RequestInvalid("model", "no model named and the server has no default (--model)")
+        if name.endswith(":latest") and not self.serves(name) and self.serves(name[:-7]):
+            name = name[: -len(":latest")]  # Ollama's default tag: Ember's names carry none
         if not self.serves(name):
-            raise RequestInvalid("model", unknown_model_message(name), status=404)
+            target = self.aliases.target(name)
+            if target is None or not self.serves(target):
+                raise RequestInvalid("model", unknown_model_message(name), status=404)
+            name = target
         return name
 
     def health(self) -> dict[str, Health]:

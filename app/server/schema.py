@@ -1,4 +1,4 @@
-"""Validation of OpenAI-style request bodies into engine requests (422 with a reason on bad input).
+"""Validation of OpenAI-style request bodies into engine requests (400 with a reason on bad input).
 
 Types are checked strictly (a bool is not an int, a string is not a number) and every numeric
 parameter is bounded, so nothing the client sends reaches the engine unchecked.
@@ -157,7 +157,7 @@ def _max_tokens(body: dict[str, Any], max_tokens_cap: int) -> int:
 
 def _sampling(body: dict[str, Any], max_tokens_cap: int, chat: bool) -> SamplingParams:
     """The sampling fields, each checked against the OpenAI view of the parameter table
-    (app/parameters/views.py), so a bad one is a 422 naming the field."""
+    (app/parameters/views.py), so a bad one is a 400 naming the field."""
     n = _integer(body, "n", 1, 1, 1)
     del n  # only n=1 is served; validated above
     logprobs, top_logprobs = logprob_fields.parse(body, chat)

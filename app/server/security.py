@@ -65,13 +65,15 @@ class Guard:
             return False
         return self.host_allowed(parts.netloc)
 
-    def key_ok(self, authorization: str | None) -> bool:
+    def key_ok(self, authorization: str | None, x_api_key: str | None = None) -> bool:
+        """Authorization: Bearer KEY, or Anthropic's x-api-key: KEY (either, when both come)."""
         if not self.api_key:
             return True
-        if not authorization or not authorization.startswith("Bearer "):
-            return False
-        given = authorization[len("Bearer ") :].strip().encode()
-        return hmac.compare_digest(given, self.api_key.encode())
+        given = [x_api_key] if x_api_key is not None else []
+        if authorization and authorization.startswith("Bearer "):
+            given.append(authorization[len("Bearer ") :])
+        key = self.api_key.encode()
+        return any(hmac.compare_digest(g.strip().encode(), key) for g in given)
 
     def check(self, headers: dict[str, str], path: str) -> tuple[int, str] | None:
         """None when the request passes; else (HTTP status, reason)."""
@@ -79,8 +81,9 @@ class Guard:
             return 403, "Host header not allowed (DNS rebinding protection)"
         if not self.origin_allowed(headers.get("origin")):
             return 403, "cross-origin requests are not allowed"
-        if path != "/health" and not self.key_ok(headers.get("authorization")):
-            return 401, "missing or wrong API key (send Authorization: Bearer KEY)"
+        key_ok = self.key_ok(headers.get("authorization"), headers.get("x-api-key"))
+        if path != "/health" and not key_ok:
+            return 401, "missing or wrong API key (send Authorization: Bearer KEY or x-api-key)"
         length = headers.get("content-length")
         if length is not None:
             if not length.isdigit():

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ember.app.server.reply_splitter import CallEvent
+from ember.app.reply_splitter import CallEvent
 from ember.models.text.tool_calls import ArgsDelta, CallStart, ToolCall
 
 

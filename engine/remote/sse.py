@@ -65,6 +65,8 @@ def request_body(request: GenerationRequest, model: str) -> tuple[str, dict[str,
     body["prompt"] = (
         request.prompt if request.prompt is not None else list(request.prompt_ids or ())
     )
+    if request.suffix is not None:  # OpenAI's completions field; the server fills the middle
+        body["suffix"] = request.suffix
     return "/v1/completions", body
 
 

@@ -18,7 +18,7 @@ from ember.engine.errors import EngineError
 
 if TYPE_CHECKING:
     from ember.engine.api import ChatMessage, EngineOptions, ModelFiles
-    from ember.engine.engine import ChatRenderer
+    from ember.engine.prompt import ChatRenderer
     from ember.engine.runners.base import Runner
     from ember.models.text.tokenizers.base import Tokenizer
 

@@ -7,8 +7,8 @@ lookup.py (n-grams of the context) and draft_model.py (a second, smaller model, 
 of the target built by self_draft.py); adaptive.py picks k; choice.py loads the one `--draft` names.
 
 Two verification rules, both exact (the output distribution is the target's):
-- point-mass drafts (lookup, any greedy draft): Engine._sample samples each position from the
-  target and continues while the sample equals the draft;
+- point-mass drafts (lookup, any greedy draft): engine/step_sampling.py samples each position
+  from the target and continues while the sample equals the draft;
 - drafts sampled from a distribution q (a draft model at temperature > 0): `verify_sampled`,
   the rejection rule of Leviathan et al. 2023 / Chen et al. 2023.
 """

@@ -77,7 +77,21 @@ def read_tensor_infos(cur: Any, n_tensors: int, alignment: int) -> tuple[list[Te
         raise cur.fail(f"truncated: {n_tensors} tensors declared, only {left} bytes left")
     raw = [_read_tensor_info(cur, i) for i in range(n_tensors)]
     data_offset = -(-cur.pos // alignment) * alignment
-    return _layout_tensors(cur, raw, alignment, data_offset), data_offset
+    tensors = _layout_tensors(cur, raw, alignment, data_offset)
+    _check_tail(cur, tensors, data_offset, alignment)
+    return tensors, data_offset
+
+
+def _check_tail(cur: Any, tensors: list[TensorInfo], data_offset: int, alignment: int) -> None:
+    """Refuse bytes past the last tensor (beyond its alignment padding): they are no part of
+    the model, and a digest of the file would hash them (a 64 GiB sparse tail took minutes)."""
+    end = max((t.offset + t.nbytes for t in tensors), default=data_offset)
+    tail = cur.size - end
+    if tail >= alignment and tail > 0:
+        raise cur.fail(
+            f"{tail:,} bytes after the last tensor (which ends at byte {end:,}): not part of a "
+            "GGUF model (a damaged or appended-to file?)"
+        )
 
 
 def _layout_tensors(

@@ -16,13 +16,23 @@ from ember.models.errors import ModelFileError, RegistryError
 from ember.models.files.fields import read_json_file
 from ember.models.files.gguf_header import parse_gguf_metadata
 from ember.models.files.hparams.from_hf import hf_architecture
+from ember.user_files import UserFileError, check_user_file
 
 SPLIT_GGUF = re.compile(r"^(?P<stem>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$")
 
 
 def detect_format(path: Path) -> str:
-    """'gguf' for a .gguf file, 'safetensors' for a folder with config.json and shards."""
-    if path.is_file() and path.suffix.lower() == ".gguf":
+    """'gguf' for a .gguf file, 'safetensors' for a folder with config.json and shards; a
+    .gguf that is a FIFO or a device (or a link to one) is refused, naming what it is."""
+    if (
+        path.suffix.lower() == ".gguf"
+        and not path.is_dir()
+        and (path.exists() or path.is_symlink())
+    ):
+        try:
+            check_user_file(path, "model")
+        except UserFileError as exc:
+            raise RegistryError(str(exc)) from None
         return "gguf"
     if path.is_dir() and (path / "config.json").is_file() and any(path.glob("*.safetensors")):
         return "safetensors"

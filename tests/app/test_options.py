@@ -32,7 +32,7 @@ def test_settings_file_values_reach_every_caller(monkeypatch: pytest.MonkeyPatch
     """sink, window, prefix cache and draft from the settings file: the TUI, `ember run`,
     `ember serve` and `ember eval` all get them (serve used to ignore them)."""
     from ember.app.commands import serve
-    from ember.tui.chat_config import engine_options as tui_options
+    from ember.tui.chat.config import engine_options as tui_options
 
     save_settings(Settings(sink=8, window=256, prefix_cache=False, draft="auto", threads=1))
     settings = load_settings()
@@ -54,7 +54,7 @@ def test_draft_auto_reaches_the_engine_as_auto_everywhere() -> None:
     from ember.engine.runners.fake import FakeRunner
     from ember.engine.speculative.choice import create_proposer
     from ember.engine.speculative.lookup import PromptLookupProposer
-    from ember.tui.chat_config import engine_options as tui_options
+    from ember.tui.chat.config import engine_options as tui_options
 
     tui = tui_options("m", Settings())
     cli = engine_options("m", Settings(), _flags())

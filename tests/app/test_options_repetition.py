@@ -15,7 +15,7 @@ from ember.paths import get_paths
 
 def test_chat_format_from_flag_env_and_file_reaches_every_caller() -> None:
     from ember.app.commands import serve
-    from ember.tui.chat_config import engine_options as tui_options
+    from ember.tui.chat.config import engine_options as tui_options
 
     save_settings(Settings(chat_format="template"))
     parser = build_parser()
@@ -54,8 +54,8 @@ def test_repetition_defaults_come_from_the_settings_and_flags_win() -> None:
 
 
 def test_the_tui_gets_the_repetition_settings_under_its_per_chat_sampling() -> None:
-    from ember.tui.chat_config import new_chat_settings
-    from ember.tui.chat_config import sampling_params as chat_sampling
+    from ember.tui.chat.config import new_chat_settings
+    from ember.tui.chat.config import sampling_params as chat_sampling
 
     settings = load_settings(env={"EMBER_DRY_MULTIPLIER": "0.5", "EMBER_LOOP_MIN_TOKENS": "0"})
     chat = {**new_chat_settings(settings), "temperature": 0.2, "seed": 3}

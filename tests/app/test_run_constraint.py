@@ -79,3 +79,49 @@ def test_starter_model_json_schema_reply(
     assert main([*argv, "--max-tokens", "60", "--json-schema", str(path), "--json"]) == 0
     record = _last_json(capsys.readouterr().out)
     jsonschema.validate(json.loads(str(record["text"])), SCHEMA)
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("huge.regex", "a{1000000}"),
+        (
+            "recursive.json",
+            json.dumps({"type": "object", "properties": {"a": {"$ref": "#"}}, "required": ["a"]}),
+        ),
+    ],
+)
+def test_a_constraint_too_complex_is_one_line(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], name: str, text: str
+) -> None:
+    """Issue 25: the engine's traceback reached the terminal before the error line."""
+    path = tmp_path / name
+    path.write_text(text)
+    flag = "--json-schema" if name.endswith(".json") else "--grammar"
+    assert main([*FAKE, flag, str(path)]) != 0
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and err.count("\n") == 1, err
+    assert err.startswith("ember: error: ") and "constraint" in err
+
+
+@pytest.mark.parametrize("flag", ["--json-schema", "--grammar"])
+def test_spec_files_that_are_not_regular_files_are_refused_unread(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str
+) -> None:
+    import os
+
+    fifo = tmp_path / "spec.fifo"
+    os.mkfifo(fifo)
+    link = tmp_path / "spec.gbnf"
+    link.symlink_to("/dev/zero")
+    big = tmp_path / "big.json"
+    big.write_bytes(b" " * (1024 * 1024 + 1))
+    for path, reason in [
+        (fifo, "a FIFO (named pipe), not a regular file"),
+        (Path("/dev/urandom"), "a character device, not a regular file"),
+        (link, "a character device, not a regular file"),
+        (big, "1,048,577 bytes is more than the 1.0 MiB limit"),
+    ]:
+        assert main([*FAKE, flag, str(path)]) != 0
+        err = capsys.readouterr().err
+        assert f"{path} ({flag}): {reason}" in err and err.count("\n") == 1, err

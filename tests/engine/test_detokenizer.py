@@ -28,7 +28,7 @@ def test_stop_string_held_back_then_cut() -> None:
     assert "".join(deltas) == "ok "  # "EN" might start END: held
     assert not detok.stopped
     assert detok.add(FakeTokenizer().encode("D")[0]) == ""
-    assert detok.stopped and detok.output_text == "ok "
+    assert detok.stopped and detok.output_text == "ok " and detok.matched == "END"
     assert detok.add(FakeTokenizer().encode("x")[0]) == ""
 
 
@@ -45,3 +45,4 @@ def test_overlapping_stop_strings_pick_earliest() -> None:
     detok = Detokenizer(FakeTokenizer(), stop=("bcd", "abcz", "c"))
     _feed(detok, "xabcd")
     assert detok.stopped and detok.output_text == "xab"
+    assert detok.matched == "c"  # the one that ended the reply, for Anthropic's stop_sequence

@@ -12,6 +12,8 @@ import pytest
 from textual.app import App
 from textual.pilot import Pilot
 
+from ember.app.catalog.catalog import LocalModel
+from ember.app.catalog.fake import FakeCatalog
 from ember.app.config import Settings
 from ember.app.history.store import History
 from ember.engine.api import EngineOptions
@@ -19,8 +21,6 @@ from ember.engine.errors import EngineError
 from ember.paths import get_paths
 from ember.tui.app import EmberApp
 from ember.tui.fake_backend import FakeBackend, FakeScript
-from ember.tui.fake_catalog import FakeCatalog
-from ember.tui.model_catalog import LocalModel
 
 SIZE = (110, 36)
 
@@ -133,3 +133,28 @@ def screen_text(app: App[None]) -> str:
                         rows[row_index][column + cell] = ""
             column += cell_len(char)
     return "\n".join("".join(row).rstrip() for row in rows)
+
+
+class ConsentClock:
+    """The tool-consent dialogs' clock (tui/screens/tool_consent.py `now`), moved by the test:
+    keys count only once `pass_debounce` has moved it past the dialog's debounce."""
+
+    def __init__(self) -> None:
+        self.now_s = 1000.0
+
+    def __call__(self) -> float:
+        return self.now_s
+
+    def pass_debounce(self) -> None:
+        from ember.tui.screens.tool_consent import DEBOUNCE_S
+
+        self.now_s += DEBOUNCE_S + 0.01
+
+
+@pytest.fixture
+def consent_clock(monkeypatch: pytest.MonkeyPatch) -> ConsentClock:
+    from ember.tui.screens import tool_consent
+
+    clock = ConsentClock()
+    monkeypatch.setattr(tool_consent, "now", clock)
+    return clock

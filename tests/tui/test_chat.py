@@ -7,7 +7,7 @@ import pytest
 from ember.app.config import Settings
 from ember.app.history.store import History
 from ember.tui.app import EmberApp
-from ember.tui.screens.chat import ChatScreen
+from ember.tui.screens.chat.screen import ChatScreen
 from ember.tui.widgets.message_view import MessageView
 from ember.tui.widgets.prompt_input import PromptInput
 from ember.tui.widgets.status_bar import StatusBar

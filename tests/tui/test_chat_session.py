@@ -12,8 +12,8 @@ from ember.app.config import Settings
 from ember.app.history.store import History
 from ember.errors import EmberError
 from ember.tui.backend_host import BackendHost
-from ember.tui.chat_session import FLUSH_INTERVAL_S, ChatBusy, ChatSession
-from ember.tui.generation import Generation
+from ember.tui.chat.generation import Generation
+from ember.tui.chat.session import FLUSH_INTERVAL_S, ChatBusy, ChatSession
 from ember.tui.messages import (
     BackendLoaded,
     BranchStepped,

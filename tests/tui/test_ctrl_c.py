@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ember.tui.screens.chat import ChatScreen
+from ember.tui.screens.chat.screen import ChatScreen
 from ember.tui.widgets.prompt_input import PromptInput
 
 from .conftest import SIZE, screen_text, send, wait_for

@@ -6,7 +6,7 @@ import pytest
 from textual.widgets import Markdown
 
 from ember.tui.app import EmberApp
-from ember.tui.screens.chat import ChatScreen
+from ember.tui.screens.chat.screen import ChatScreen
 from ember.tui.widgets.message_view import MessageView
 from ember.tui.widgets.prompt_input import PromptInput
 

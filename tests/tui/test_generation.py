@@ -17,7 +17,7 @@ from ember.engine.api import (
     Stats,
     TextDelta,
 )
-from ember.tui.generation import POST_INTERVAL_S, Generation
+from ember.tui.chat.generation import POST_INTERVAL_S, Generation
 from ember.tui.messages import ReplyDelta, ReplyFinished
 
 

@@ -4,6 +4,7 @@ files attached to a message (`/file PATH`, F4), with their token count and one-l
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from textual.widgets import Input
 from ember.app.config import Settings
 from ember.engine.api import GenerationRequest
 from ember.tui.app import EmberApp
-from ember.tui.screens.chat import ChatScreen
+from ember.tui.screens.chat.screen import ChatScreen
 from ember.tui.screens.dialogs import PickDialog, TextDialog
 from ember.tui.widgets.prompt_input import PromptInput
 from ember.tui.widgets.status_bar import StatusBar
@@ -173,11 +174,23 @@ async def test_f4_attaches_and_the_banner_counts_tokens(make_app, backends, tmp_
         assert "Attached:" not in screen_text(app)
 
 
+def _fifo(folder: Path) -> Path:
+    os.mkfifo(folder / "pipe.txt")
+    return folder / "pipe.txt"
+
+
+def _link(path: Path, target: str) -> Path:
+    path.symlink_to(target)
+    return path
+
+
 @pytest.mark.parametrize(
     ("make_file", "reason"),
     [
         (lambda d: d / "missing.txt", "no such file"),
-        (lambda d: d, "not a file"),
+        (lambda d: d, "a folder, not a regular file"),
+        (_fifo, "a FIFO (named pipe), not a regular file"),  # it hung the open
+        (lambda d: _link(d / "zero.txt", "/dev/zero"), "a character device, not a regular file"),
         (lambda d: _write(d / "b.bin", b"\x00\x01\x02binary"), "a binary file, not text"),
         (lambda d: _write(d / "l1.txt", "caf\xe9".encode("latin-1")), "not UTF-8 text"),
         (lambda d: _write(d / "big.txt", b"word " * 3000), "more than the model's whole context"),

@@ -7,7 +7,7 @@ from textual.pilot import Pilot
 from textual.screen import Screen
 from textual.widgets import Input, TextArea
 
-from ember.tui.screens.chat_settings import ChatSettingsDialog
+from ember.tui.screens.chat.settings import ChatSettingsDialog
 from ember.tui.screens.presets import PresetDialog
 from ember.tui.widgets.status_bar import StatusBar
 
@@ -17,6 +17,8 @@ pytestmark = pytest.mark.anyio
 
 
 async def _set_field(pilot: Pilot[None], screen: Screen[object], selector: str, value: str) -> None:
+    # a dialog is the screen before its form has composed its fields (seen on a loaded machine)
+    await wait_for(pilot, lambda: bool(screen.query(selector)))
     widget = screen.query_one(selector)
     if isinstance(widget, TextArea):
         widget.load_text(value)

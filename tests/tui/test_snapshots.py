@@ -35,7 +35,7 @@ def add(a: int, b: int) -> int:
 def _fixed_clock_and_memory(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TZ", "UTC")
     time.tzset()
-    monkeypatch.setattr("ember.tui.model_catalog.total_memory_bytes", lambda: 16 * 10**9)
+    monkeypatch.setattr("ember.app.catalog.catalog.total_memory_bytes", lambda: 16 * 10**9)
 
 
 def _seed_chat(history: History) -> None:

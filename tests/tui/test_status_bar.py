@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ember.tui.screens.chat import ChatScreen
+from ember.tui.screens.chat.screen import ChatScreen
 from ember.tui.widgets.status_bar import StatusBar
 
 from .conftest import SIZE, send, wait_for, wait_idle

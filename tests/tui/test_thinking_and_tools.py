@@ -1,6 +1,7 @@
 """Reasoning shown apart (collapsed, stored, not sent back), the per-chat thinking switch, and tool
 calls through a real MCP server (tests/tui/mcp_server.py over stdio): shown, run only once the
-user confirms (y / a: always in this chat / n), their results sent back as tool turns."""
+user confirms in the consent dialog (tests/tui/test_tool_consent.py: what cannot answer it),
+their results sent back as tool turns."""
 
 from __future__ import annotations
 
@@ -11,15 +12,17 @@ from pathlib import Path
 import pytest
 from textual.widgets import Markdown
 
+from ember.app.config import load_settings
 from ember.app.mcp.config import McpServerConfig
 from ember.app.mcp.hub import McpHub
 from ember.tui.app import EmberApp
-from ember.tui.screens.chat import ChatScreen
+from ember.tui.screens.chat.screen import ChatScreen
+from ember.tui.screens.tool_consent import ToolConsentDialog
 from ember.tui.toolbox import McpToolbox
 from ember.tui.widgets.message_view import MessageBox, MessageView
 from ember.tui.widgets.reply_views import ThinkingView, ToolCallView
 
-from .conftest import SIZE, screen_text, send, wait_for, wait_idle
+from .conftest import SIZE, ConsentClock, screen_text, send, wait_for, wait_idle
 
 pytestmark = pytest.mark.anyio
 
@@ -123,26 +126,29 @@ def _calls(tmp_path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
-async def _asking(pilot, app: EmberApp) -> ToolCallView:
-    await wait_for(pilot, lambda: any(v.asking for v in app.screen.query(ToolCallView)), CONNECT_S)
-    view = next(v for v in app.screen.query(ToolCallView) if v.asking)
-    await wait_for(pilot, lambda: app.focused is view)
-    return view
+async def _asking(pilot, app: EmberApp, clock: ConsentClock) -> ToolCallView:
+    """The consent dialog is up (and past its debounce); the call's view waits."""
+    await wait_for(pilot, lambda: isinstance(app.screen, ToolConsentDialog), CONNECT_S)
+    clock.pass_debounce()
+    chat = next(s for s in app.screen_stack if isinstance(s, ChatScreen))
+    return next(v for v in chat.query(ToolCallView) if v.asking)
 
 
-async def test_a_confirmed_call_runs_and_the_model_goes_on(make_app, backends, toolbox, tmp_path):
+async def test_a_confirmed_call_runs_and_the_model_goes_on(
+    make_app, backends, toolbox, tmp_path, consent_clock
+) -> None:
     backends.script.replies = [f"Let me add. {ADD_CALL}", "The sum is 42."]
     app = make_app(toolbox=toolbox)
     async with app.run_test(size=SIZE) as pilot:
         await send(pilot, "What is 2 + 40?")
-        view = await _asking(pilot, app)
+        view = await _asking(pilot, app, consent_clock)
         first = backends.last.requests[0]
         assert {t.name for t in first.tools} == {"add", "capital", "broken"}
         assert _calls(tmp_path) == []  # nothing runs before the user says so
         # the view asks before the screen has drawn it: wait for the drawing, not just the state
-        shown = 'Tool call · calc: add({"a": 2, "b": 40})'
-        await wait_for(pilot, lambda: shown in (t := screen_text(app)) and "y: run" in t)
-        await pilot.press("y")
+        shown = 'add({"a": 2, "b": 40})'
+        await wait_for(pilot, lambda: shown in (t := screen_text(app)) and "Ctrl+Y: run" in t)
+        await pilot.press("ctrl+y")
         await wait_idle(pilot)
         assert _calls(tmp_path) == ["add 2 40"]
         second = backends.last.requests[1]
@@ -163,15 +169,15 @@ async def test_a_confirmed_call_runs_and_the_model_goes_on(make_app, backends, t
         assert "ran: 2 characters back" in screen_text(app)
 
 
-async def test_denied_call_does_not_run_and_always_allow_is_per_chat(
-    make_app, backends, toolbox, tmp_path
+async def test_denied_call_does_not_run_and_always_allow_is_for_this_machine(
+    make_app, backends, toolbox, tmp_path, consent_clock
 ) -> None:
     backends.script.replies = [ADD_CALL, "I was not allowed."]
     app = make_app(toolbox=toolbox)
     async with app.run_test(size=SIZE) as pilot:
         await send(pilot, "add please")
-        await _asking(pilot, app)
-        await pilot.press("n")
+        await _asking(pilot, app, consent_clock)
+        await pilot.press("escape")
         await wait_idle(pilot)
         assert _calls(tmp_path) == []
         tool = backends.last.requests[1].messages[-1]
@@ -179,24 +185,21 @@ async def test_denied_call_does_not_run_and_always_allow_is_per_chat(
         backends.script.replies = [ADD_CALL, "42 it is."]
         backends.last._replies = iter(backends.script.replies)
         await send(pilot, "now you may")
-        await _asking(pilot, app)
-        await pilot.press("a")  # run, and always allow add in this chat
+        await _asking(pilot, app, consent_clock)
+        await pilot.press("ctrl+t")  # run, and always allow calc/add on this machine
         await wait_idle(pilot)
         assert _calls(tmp_path) == ["add 2 40"]
         conversation = _chat(app).session.conversation
-        assert conversation is not None and conversation.settings["allowed_tools"] == ["add"]
+        assert conversation is not None and "allowed_tools" not in conversation.settings
+        assert load_settings(env={}).extra["allowed_tools"] == ["calc/add"]
         backends.last._replies = iter([ADD_CALL, "Again 42."])
         await send(pilot, "once more")
         await wait_idle(pilot)  # no question this time
         assert _calls(tmp_path) == ["add 2 40", "add 2 40"]
         assert _chat(app).session.path()[-1].content == "Again 42."
-        await pilot.press("ctrl+n")  # another chat asks again
+        await pilot.press("ctrl+n")  # another chat: the machine's allow-list holds there too
         backends.last._replies = iter([ADD_CALL, "ok"])
         await send(pilot, "add in a new chat")
-        await _asking(pilot, app)
-        await pilot.press("escape")  # stop: the call is denied, the reply kept as stopped
         await wait_idle(pilot)
-        assert _calls(tmp_path) == ["add 2 40", "add 2 40"]
-        reply = _chat(app).session.path()[-1]
-        assert reply.status == "stopped"
-        assert [p.status for p in reply.parts if p.kind == "tool_result"] == ["denied"]
+        assert _calls(tmp_path) == ["add 2 40"] * 3
+        assert not isinstance(app.screen, ToolConsentDialog)

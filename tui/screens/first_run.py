@@ -16,8 +16,8 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label
 
+from ember.app.catalog.catalog import human_size
 from ember.errors import EmberError
-from ember.tui.model_catalog import human_size
 
 if TYPE_CHECKING:
     from ember.tui.app import EmberApp

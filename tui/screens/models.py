@@ -13,8 +13,8 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Label
 
+from ember.app.catalog.catalog import HubRepo, LocalModel, QuantOption, fit_badge, human_size
 from ember.errors import EmberError
-from ember.tui.model_catalog import HubRepo, LocalModel, QuantOption, fit_badge, human_size
 from ember.tui.notices import notify_error
 from ember.tui.screens.dialogs import ConfirmDialog
 from ember.tui.widgets.download_row import DownloadRow

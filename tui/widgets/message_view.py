@@ -225,3 +225,20 @@ class MessageView(VerticalScroll):
     def boxes(self) -> list[MessageBox]:
         """All boxes, top to bottom."""
         return list(self.query(MessageBox))
+
+    def focus_step(self, step: int, focused: Widget | None) -> bool:
+        """Focus the box `step` boxes from `focused` (from the end when no box has focus and
+        step < 0); False when that would go past the last box (the prompt is next)."""
+        boxes = self.boxes()
+        if not boxes:
+            return True
+        if isinstance(focused, MessageBox) and focused in boxes:
+            index = boxes.index(focused) + step
+            if index >= len(boxes):
+                return False
+            boxes[max(index, 0)].focus()
+            boxes[max(index, 0)].scroll_visible()
+        elif step < 0:
+            boxes[-1].focus()
+            boxes[-1].scroll_visible()
+        return True

@@ -6,13 +6,11 @@ from __future__ import annotations
 import json
 
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical
 from textual.content import Content
 from textual.widgets import Collapsible, Static
 
 from ember.app.history.parts import MessagePart
-from ember.tui.messages import ToolDecided
 from ember.tui.text import visible
 
 MAX_SHOWN_ARGUMENTS = 400  # characters of a call's arguments in its one-line summary
@@ -55,17 +53,12 @@ def call_summary(part: MessagePart) -> str:
 
 
 _RESULT_NOTE = {"ok": "ran", "error": "failed", "denied": "denied"}
-ASK = "Run it? y: run · a: always allow this tool in this chat · n: deny · Esc: stop the reply"
+ASK = "waiting for your answer (Ctrl+Y: run once · Ctrl+T: always allow · Esc: deny)"
 
 
 class ToolCallView(Vertical, can_focus=True):
-    """One call: its summary, then a question (while pending) or how it went, and the result."""
-
-    BINDINGS = [
-        Binding("y", "decide('run')", "Run"),
-        Binding("a", "decide('always')", "Always allow"),
-        Binding("n", "decide('deny')", "Deny"),
-    ]
+    """One call: its summary, then whether it waits for the user's answer (asked in a
+    ToolConsentDialog, never by keys on this view) or how it went, and the result."""
 
     def __init__(self, message_id: int, call: MessagePart, server: str = "") -> None:
         super().__init__(classes="tool-call")
@@ -109,7 +102,3 @@ class ToolCallView(Vertical, can_focus=True):
             state.update(Content(ASK if self.asking else "waiting"))
             box.display = False
         self.set_class(self.asking, "asking")
-
-    def action_decide(self, decision: str) -> None:
-        if self.asking:
-            self.post_message(ToolDecided(self.message_id, self.call.call_id, decision))

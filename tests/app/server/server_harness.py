@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ember.app.server.app import create_app
 from ember.app.server.embedder_pool import EmbedderPool
+from ember.app.server.llamaserver.metrics import ServerMetrics
 from ember.app.server.pool import ModelPool
 from ember.app.server.security import Guard
 
@@ -25,13 +26,16 @@ def free_port() -> int:
 
 @contextmanager
 def running_server(
-    pool: ModelPool, guard: Guard, embedders: EmbedderPool | None = None
+    pool: ModelPool,
+    guard: Guard,
+    embedders: EmbedderPool | None = None,
+    metrics: ServerMetrics | None = None,
 ) -> Iterator[str]:
     """Yields the base URL of a live server; stops it afterwards."""
     import uvicorn
 
     port = free_port()
-    app = create_app(pool, guard, embedders)
+    app = create_app(pool, guard, embedders, metrics)
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)

@@ -135,7 +135,7 @@ def test_ollama_client_embed_and_legacy(server: str) -> None:
 )
 def test_openai_refusals_name_the_field(server: str, body: dict, param: str) -> None:
     response = httpx.post(f"{server}/v1/embeddings", json=body, timeout=60)
-    assert response.status_code == 422, response.text
+    assert response.status_code == 400, response.text
     assert response.json()["error"]["param"] == param
 
 

@@ -87,16 +87,16 @@ def test_refusals_name_the_field(server: str) -> None:
 
     client = _openai(server)
     too_long = " ".join(["cat"] * 700)  # over --ctx 512
-    with pytest.raises(openai.UnprocessableEntityError, match="exceed the model's context"):
+    with pytest.raises(openai.BadRequestError, match="exceed the model's context"):
         client.embeddings.create(model=MODEL, input=["ok", too_long])
-    with pytest.raises(openai.UnprocessableEntityError, match="dimensions"):
+    with pytest.raises(openai.BadRequestError, match="dimensions"):
         client.embeddings.create(model=MODEL, input="cat", dimensions=64)
-    with pytest.raises(openai.UnprocessableEntityError, match="input"):
+    with pytest.raises(openai.BadRequestError, match="input"):
         client.embeddings.create(model=MODEL, input=["x"] * 2049)
     with pytest.raises(openai.NotFoundError, match="not served here"):
         client.embeddings.create(model="no-such-model", input="cat")
     response = httpx.post(f"{server}/v1/embeddings", json={"model": MODEL, "input": [{}]})
-    assert response.status_code == 422 and response.json()["error"]["param"] == "input[0]"
+    assert response.status_code == 400 and response.json()["error"]["param"] == "input[0]"
     with pytest.raises(ollama.ResponseError, match="options.temperature"):
         ollama.Client(host=server, timeout=300).embed(
             model=MODEL, input="cat", options={"temperature": 0.5}

@@ -64,9 +64,9 @@ def test_an_unknown_model_named_with_a_lone_surrogate_is_a_clean_404(server: str
     assert reply.status_code == 404 and "caf\\udce9" in reply.json()["error"]["message"]
 
 
-def test_out_of_range_seed_is_a_422_naming_it(server: str) -> None:
+def test_out_of_range_seed_is_a_400_naming_it(server: str) -> None:
     reply = _chat(server, b'{"messages": [{"role": "user", "content": "x"}], "seed": -1}')
-    assert reply.status_code == 422 and reply.json()["error"]["param"] == "seed"
+    assert reply.status_code == 400 and reply.json()["error"]["param"] == "seed"
     assert _answers(server)
 
 

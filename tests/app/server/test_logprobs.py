@@ -1,5 +1,5 @@
 """logprobs / top_logprobs through the real server and engine (EngineThread over the fake
-runner) with the official openai client: both shapes, streamed and whole, and the 422s."""
+runner) with the official openai client: both shapes, streamed and whole, and the 400s."""
 
 from __future__ import annotations
 
@@ -127,13 +127,13 @@ def test_completion_logprobs_legacy_shape(server: str) -> None:
         ("completions", {"logprobs": 1, "top_logprobs": 1}, "top_logprobs"),
     ],
 )
-def test_out_of_range_logprobs_are_422_naming_the_field(
+def test_out_of_range_logprobs_are_400_naming_the_field(
     server: str, path: str, patch: dict[str, object], param: str
 ) -> None:
     body = {"model": "fake", "max_tokens": 2}
     body |= {"messages": ASK} if path.startswith("chat") else {"prompt": "hi"}
     reply = httpx.post(f"{server}/v1/{path}", json=body | patch, timeout=30)
-    assert reply.status_code == 422, reply.text
+    assert reply.status_code == 400, reply.text
     assert reply.json()["error"]["param"] == param
 
 

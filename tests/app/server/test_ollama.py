@@ -90,7 +90,7 @@ def test_keep_alive_zero_unloads_and_ps_shows_loaded(server: tuple[str, ModelPoo
 @pytest.mark.parametrize(
     ("body", "field"),
     [
-        ({"options": {"mirostat": 2}}, "options.mirostat"),
+        ({"options": {"frobnicate": 2}}, "options.frobnicate"),  # documented ones are logged
         ({"options": {"num_ctx": 100000}}, "options.num_ctx"),
         ({"format": "yaml"}, "format"),
         (

@@ -227,12 +227,12 @@ def test_reasoning_content_is_split_off(server: str) -> None:
         ),
     ],
 )
-def test_unserved_fields_are_422_naming_them(
+def test_unserved_fields_are_400_naming_them(
     server: str, patch: dict[str, object], param: str
 ) -> None:
     body = {"model": "fake", "messages": ASK} | patch
     reply = httpx.post(f"{server}/v1/chat/completions", json=body, timeout=30)
-    assert reply.status_code == 422, reply.text
+    assert reply.status_code == 400, reply.text
     assert reply.json()["error"]["param"] == param
 
 
@@ -246,10 +246,10 @@ def test_engine_sampling_extensions_are_served(server: str) -> None:
     assert reply.json()["choices"][0]["finish_reason"] == "length"
 
 
-def test_template_refusal_is_422_not_500(server: str) -> None:
+def test_template_refusal_is_400_not_500(server: str) -> None:
     body = {"model": "strict", "messages": [{"role": "assistant", "content": "first"}]}
     reply = httpx.post(f"{server}/v1/chat/completions", json=body, timeout=30)
-    assert reply.status_code == 422 and "alternate" in reply.json()["error"]["message"]
+    assert reply.status_code == 400 and "alternate" in reply.json()["error"]["message"]
 
 
 def test_deeply_nested_body_is_400(server: str) -> None:

@@ -8,8 +8,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from ember.app.catalog.catalog import HubRepo, LocalModel, ProgressCallback, QuantOption
 from ember.paths import Paths
-from ember.tui.model_catalog import HubRepo, LocalModel, ProgressCallback, QuantOption
 
 
 def _local(record: Any) -> LocalModel:

@@ -1,8 +1,9 @@
 """ToolTurns: the part of ChatSession that runs a reply's tool calls and its thinking switch.
 
 A reply that ends with tool calls waits (`pending_calls`): each call runs only once the user
-confirms it (`confirm`, or "always allow" for that tool in this chat), or is denied (`deny`,
-its result says so). Each result is stored with the reply (`take_tool_result`); when every call
+confirms it (`confirm`), or because the user allow-listed that tool on this machine (Ember's
+settings file, app/mcp/consent.py; never a conversation's settings, which an import can fill),
+or is denied (`deny`, its result says so). Each result is stored with the reply (`take_tool_result`); when every call
 has one, the turn goes on: the model gets its calls and their results (tool turns) and writes
 on, in the same reply.
 """
@@ -12,16 +13,18 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from ember.engine.api import Backend, GenerationRequest
+from ember.app.mcp.consent import ALLOW_KEY, allow_tool, is_allowed
+from ember.engine.api import Backend, GenerationRequest, ToolCall
 from ember.errors import EmberError
-from ember.models.text.tool_calls import ToolCall
-from ember.tui.chat_config import chat_messages
-from ember.tui.generation import Clock, Generation, Post
+from ember.tui.chat.config import chat_messages
+from ember.tui.chat.generation import Clock, Generation, Post
+from ember.tui.chat.reply_parts import assistant_turns, result_part, unanswered
 from ember.tui.messages import ToolRan
-from ember.tui.reply_parts import assistant_turns, result_part, unanswered
 
 if TYPE_CHECKING:
+    from ember.app.config import Settings
     from ember.app.history.store import Conversation, History, Message
+    from ember.paths import Paths
     from ember.tui.toolbox import Toolbox
 
 DENIED = "The user did not allow this call."
@@ -32,6 +35,8 @@ class ToolTurns:
 
     if TYPE_CHECKING:
         history: History
+        settings: Settings
+        paths: Paths
         conversation: Conversation | None
         reply: Generation | None
         toolbox: Toolbox | None
@@ -76,18 +81,18 @@ class ToolTurns:
         return unanswered(reply.parts) if reply is not None and reply.waiting else []
 
     def always_allowed(self, call: ToolCall) -> bool:
-        """The user said "always allow" for this tool in this chat."""
-        conv = self.conversation
-        return conv is not None and call.name in conv.settings.get("allowed_tools", [])
+        """The user allow-listed this tool (its server and name) in this machine's settings."""
+        key = self.toolbox.key_of(call.name) if self.toolbox is not None else ""
+        return is_allowed(self.settings.extra, key)
 
     def confirm(self, call_id: str, always: bool = False) -> ToolCall | None:
-        """The user lets a pending call run (always: this tool, in this chat, from now on);
-        returns it (the caller runs `run_tool` in a worker), None if it is not pending."""
+        """The user lets a pending call run (always: this tool, on this machine, from now on:
+        written to the settings file; ConfigError if it cannot be); returns it (the caller runs
+        `run_tool` in a worker), None if it is not pending."""
         call = next((c for c in self.pending_calls if c.id == call_id), None)
-        if call is not None and always and not self.always_allowed(call):
-            conv = self.ensure_conversation()
-            allowed = [*conv.settings.get("allowed_tools", []), call.name]
-            self.update(settings={**conv.settings, "allowed_tools": allowed})
+        if call is not None and always and self.toolbox is not None:
+            key = self.toolbox.key_of(call.name)
+            self.settings.extra[ALLOW_KEY] = allow_tool(key, self.paths)
         return call
 
     def deny(self, call_id: str) -> Generation | None:

@@ -7,8 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ember.app.history.parts import MessagePart, joined_text
-from ember.engine.api import ChatMessage
-from ember.models.text.tool_calls import ToolCall
+from ember.engine.api import ChatMessage, ToolCall
 
 
 def add_text(parts: list[MessagePart], kind: str, text: str) -> None:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from ember.app.catalog.registry import RegistryCatalog
 from ember.models.errors import DownloadError
 from ember.paths import get_paths
-from ember.tui.registry_catalog import RegistryCatalog
 from tests.fixtures.quick_gguf import write_tiny_gguf
 from tests.models.hub.hub_server import HubServer
 

@@ -6,52 +6,54 @@ replies stream from a thread worker as ReplyDelta / ReplyFinished / ReplyFailed 
 
 from __future__ import annotations
 
-import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
-from textual.widgets import Footer, Input, ListView, Static
+from textual.screen import Screen
+from textual.widgets import Footer, Input, Static
 
 from ember.app.history.store import Message
-from ember.engine.api import Stats
 from ember.errors import EmberError
-from ember.tui.chat_session import ChatBusy, ChatSession, empty_reply_note
-from ember.tui.generation import Generation
+from ember.tui.chat.generation import Generation
+from ember.tui.chat.session import ChatBusy, ChatSession
 from ember.tui.messages import (
+    AttachFailed,
     BackendLoaded,
     BranchStepped,
     ConversationSelected,
     CopyRequested,
     EditRequested,
+    FileAttached,
     PromptSubmitted,
     ReplyDelta,
     ReplyFailed,
     ReplyFinished,
     ReplyStarted,
+    ToolDecided,
+    ToolRan,
     WaitProgress,
 )
 from ember.tui.notices import notify_error
-from ember.tui.screens.chat_extras import ChatExtras, file_command
-from ember.tui.screens.chat_settings import ChatSettingsDialog
-from ember.tui.screens.dialogs import ConfirmDialog, TextDialog
-from ember.tui.screens.presets import PresetChoice, PresetDialog
+from ember.tui.screens.chat import attachments, chats, per_chat, replies, tool_calls, transfer
+from ember.tui.screens.chat.attachments import file_command, show_attachments, start_attach
 from ember.tui.widgets.conversation_list import ConversationList
-from ember.tui.widgets.message_view import MessageBox, MessageView
+from ember.tui.widgets.message_view import MessageView
 from ember.tui.widgets.prompt_input import PromptInput
 from ember.tui.widgets.status_bar import StatusBar
 
 if TYPE_CHECKING:
-    pass
+    from ember.tui.app import EmberApp
 
 EDIT_BANNER = "Editing an earlier message: Enter sends it as a new branch, Esc cancels"
 
 
-class ChatScreen(ChatExtras):
-    """The chat: shows the session's conversation and streams its replies."""
+class ChatScreen(Screen[None]):
+    """The chat: shows the session's conversation and streams its replies. Attachments, tool
+    calls, export/import and per-chat choices are functions in this folder that it calls."""
 
     BINDINGS = [
         Binding("escape", "stop", "Stop"),
@@ -73,6 +75,10 @@ class ChatScreen(ChatExtras):
     def __init__(self, session: ChatSession) -> None:
         super().__init__(id="chat")
         self.session = session
+
+    @property
+    def ember(self) -> EmberApp:
+        return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="chat-body"):
@@ -97,7 +103,7 @@ class ChatScreen(ChatExtras):
         what it has; otherwise its worker thread would hold the exit until the reply ends."""
         self.session.shutdown()
 
-    def _refused(self, exc: EmberError) -> None:
+    def refused(self, exc: EmberError) -> None:
         """Say why an action did not happen (one line; the chat is kept)."""
         if isinstance(exc, ChatBusy):
             self.notify(str(exc), severity="warning")
@@ -112,27 +118,15 @@ class ChatScreen(ChatExtras):
         try:
             self.session.open(conversation_id)
         except EmberError as exc:
-            self._refused(exc)
+            self.refused(exc)
             return False
         self._show_editing(None)
-        self.show_attachments()
+        show_attachments(self)
         await self.refresh_messages()
         await self.refresh_list()
-        self._show_last_stats()
+        replies.show_last_stats(self)
         self.update_status()
         return True
-
-    def _show_last_stats(self) -> None:
-        """The status bar shows this chat's last reply (nothing for a new chat)."""
-        info = self.query_one(StatusBar).info
-        info.clear_reply()
-        last = self.session.last("assistant")
-        if last is not None and last.stats:
-            known = {f.name for f in dataclasses.fields(Stats)}
-            try:
-                info.apply_stats(Stats(**{k: v for k, v in last.stats.items() if k in known}))
-            except TypeError:
-                info.clear_reply()  # stats written by another version: show none
 
     async def refresh_messages(self) -> None:
         """Re-read the shown branch from the history."""
@@ -173,7 +167,7 @@ class ChatScreen(ChatExtras):
         try:
             message = self.session.edit(message_id)
         except EmberError as exc:
-            self._refused(exc)
+            self.refused(exc)
             return
         if message is not None or message_id is None:  # a reply's box cannot be edited
             self._show_editing(message)
@@ -184,19 +178,19 @@ class ChatScreen(ChatExtras):
     async def _prompt_submitted(self, event: PromptSubmitted) -> None:
         command = file_command(event.text)
         if command is not None:  # `/file PATH` (and the message to send with it, if any)
-            self.start_attach(*command)
+            start_attach(self, *command)
             return
         try:
             reply: Generation | None = self.session.send(event.text)
         except ChatBusy as exc:
-            self._refused(exc)
+            self.refused(exc)
             return
         except EmberError as exc:  # the user message is stored; its reply could not start
-            self._refused(exc)
+            self.refused(exc)
             reply = None
         self.query_one(PromptInput).clear()
         self._show_editing(None)
-        self.show_attachments()
+        show_attachments(self)
         await self._show_reply(reply)
         await self.refresh_list()
 
@@ -229,61 +223,26 @@ class ChatScreen(ChatExtras):
 
     @on(BackendLoaded)
     def _backend_loaded(self, event: BackendLoaded) -> None:
-        self.query_one(StatusBar).info.apply_info(event.info)
-        self.update_status("generating" if self.session.busy else "idle")
-        if event.info.context_note:  # --ctx auto: the context it chose, and why
-            self.notify(event.info.context_note, markup=False, timeout=10)
+        replies.backend_loaded(self, event)
 
     @on(ReplyDelta)
     async def _reply_delta(self, event: ReplyDelta) -> None:
-        if not self.session.take_delta(event):
-            return
-        box = self.query_one(MessageView).box(event.message_id)
-        if box is not None:
-            await box.append(event.text, event.reasoning)
-        reply = self.session.reply
-        if reply is not None:
-            bar = self.query_one(StatusBar)
-            bar.info.add_reply_tokens(reply.num_tokens, reply.tok_s)
-            bar.info.state = "generating"
-            bar.show()
+        await replies.reply_delta(self, event)
 
     @on(ReplyStarted)
     def _reply_started(self, event: ReplyStarted) -> None:
-        reply = self.session.reply
-        if reply is None or reply.message_id != event.message_id:
-            return
-        bar = self.query_one(StatusBar)
-        bar.info.start_reply(event.prompt_tokens)
-        bar.info.add_reply_tokens(reply.num_tokens, reply.tok_s)
-        self.update_status("generating")
+        replies.reply_started(self, event)
 
     @on(ReplyFinished)
     async def _reply_finished(self, event: ReplyFinished) -> None:
-        finished = event.finished
-        status = self.session.finish(event)
-        self.query_one(StatusBar).info.apply_stats(finished.stats)
-        if status is None:  # tool calls: the turn waits for the user's decisions
-            await self.show_tool_calls(event.message_id)
-            return
-        message = self.session.history.message(event.message_id)
-        await self._end_reply(event.message_id, status, message.content)
-        self.update_status("idle")
-        if status == "empty":  # never a finished answer: say what happened, offer Ctrl+R
-            thought = any(p.kind == "reasoning" for p in message.parts)
-            note = empty_reply_note(finished, thought)
-            self.notify(note, title="No answer", severity="warning", markup=False, timeout=15)
-        if finished.reason == "error":
-            notify_error(self, "Generation failed", finished.error)
+        await replies.reply_finished(self, event)
 
     @on(ReplyFailed)
     async def _reply_failed(self, event: ReplyFailed) -> None:
-        text = self.session.fail(event)
-        await self._end_reply(event.message_id, "error", text)
-        self.update_status("idle")
-        notify_error(self, "The reply could not run", event.reason, timeout=10)
+        await replies.reply_failed(self, event)
 
-    async def _end_reply(self, message_id: int, status: str, text: str) -> None:
+    async def end_reply(self, message_id: int, status: str, text: str) -> None:
+        """Mark a reply's box finished (done, stopped or error) with its final text."""
         box = self.query_one(MessageView).box(message_id)
         if box is not None:
             await box.finish(status, text)
@@ -311,45 +270,13 @@ class ChatScreen(ChatExtras):
     def action_search(self) -> None:
         self.query_one("#chat-search", Input).focus()
 
-    def _target_chat_id(self) -> int | None:
-        if self.query_one("#chat-list", ListView).has_focus:
-            return self.query_one(ConversationList).highlighted_id()
-        conv = self.session.conversation
-        return conv.id if conv else None
-
     @work(group="dialog")
     async def action_rename(self) -> None:
-        chat_id = self._target_chat_id()
-        if chat_id is None:
-            return
-        history = self.session.history
-        title = await self.app.push_screen_wait(
-            TextDialog("Rename chat", history.conversation(chat_id).title)
-        )
-        if title and title.strip():
-            history.update_conversation(chat_id, title=title.strip())
-            await self.refresh_list()
+        await chats.rename_chat(self)
 
     @work(group="dialog")
     async def action_delete_chat(self) -> None:
-        chat_id = self._target_chat_id()
-        if chat_id is None:
-            return
-        if self.session.busy:
-            self._refused(ChatBusy())
-            return
-        title = self.session.history.conversation(chat_id).title
-        if not await self.app.push_screen_wait(ConfirmDialog(f"Delete the chat {title!r}?")):
-            return
-        try:
-            self.session.delete(chat_id)
-        except EmberError as exc:
-            self._refused(exc)
-            return
-        if self.session.conversation is None:
-            await self.open_conversation(None)
-        else:
-            await self.refresh_list()
+        await chats.delete_chat(self)
 
     # messages
 
@@ -359,7 +286,7 @@ class ChatScreen(ChatExtras):
         waiting = self.session.reply if self.session.reply and self.session.reply.waiting else None
         if self.session.stop():
             if waiting is not None:
-                await self.end_waiting_turn(waiting.message_id)
+                await tool_calls.end_waiting_turn(self, waiting.message_id)
             return
         if self.session.editing is not None:
             self._edit(None)
@@ -369,7 +296,7 @@ class ChatScreen(ChatExtras):
         try:
             reply = self.session.regenerate()
         except EmberError as exc:
-            self._refused(exc)
+            self.refused(exc)
             await self.refresh_messages()
             return
         if reply is not None:
@@ -386,20 +313,9 @@ class ChatScreen(ChatExtras):
             self.ember.copy_text(last.content)
 
     def action_focus_message(self, step: int) -> None:
-        boxes = self.query_one(MessageView).boxes()
-        if not boxes:
-            return
-        focused = self.focused
-        if isinstance(focused, MessageBox) and focused in boxes:
-            index = boxes.index(focused) + step
-            if index >= len(boxes):
-                self.query_one(PromptInput).focus()
-                return
-            boxes[max(index, 0)].focus()
-        elif step < 0:
-            boxes[-1].focus()
-        if isinstance(self.focused, MessageBox):
-            self.focused.scroll_visible()
+        """Ctrl+Up / Ctrl+Down: the previous or next message; past the last, the prompt."""
+        if not self.query_one(MessageView).focus_step(step, self.focused):
+            self.query_one(PromptInput).focus()
 
     @on(EditRequested)
     def _edit_requested(self, event: EditRequested) -> None:
@@ -414,7 +330,7 @@ class ChatScreen(ChatExtras):
         try:
             shown_id = self.session.switch_branch(event.message_id, event.step)
         except EmberError as exc:
-            self._refused(exc)
+            self.refused(exc)
             return
         if shown_id is None:
             return
@@ -423,38 +339,60 @@ class ChatScreen(ChatExtras):
         if box is not None:
             box.focus()
 
-    # per-chat settings
+    # attachments, tool calls, export and import, per-chat choices (functions in this folder)
+
+    @work(group="dialog")
+    async def action_attach(self) -> None:
+        """F4: ask for a file's path and attach it to the next message."""
+        await attachments.ask_and_attach(self)
+
+    def action_detach(self) -> None:
+        attachments.detach(self)
+
+    @on(FileAttached)
+    def _file_attached(self, event: FileAttached) -> None:
+        attachments.file_attached(self, event)
+
+    @on(AttachFailed)
+    def _attach_failed(self, event: AttachFailed) -> None:
+        notify_error(self, "Not attached", event.reason)
+
+    @on(ToolDecided)
+    def _tool_decided(self, event: ToolDecided) -> None:
+        tool_calls.tool_decided(self, event)
+
+    @on(ToolRan)
+    def _tool_ran(self, event: ToolRan) -> None:
+        tool_calls.tool_ran(self, event)
+
+    @work(group="dialog")
+    async def action_export(self, fmt: str = "md") -> None:
+        """Export this chat: Markdown (the shown branch) or JSON (every branch)."""
+        await transfer.export_chat(self, fmt)
+
+    @work(group="dialog")
+    async def action_import(self) -> None:
+        await transfer.import_chats(self)
+
+    def action_toggle_thinking(self) -> None:
+        """F5: this chat's thinking switch, where the model's template has one."""
+        per_chat.toggle_thinking(self)
+
+    @work(group="dialog")
+    async def action_switch_model(self) -> None:
+        await per_chat.switch_model(self)
+
+    def action_pull_model(self) -> None:
+        per_chat.pull_model(self)
 
     @work(group="dialog")
     async def action_presets(self) -> None:
-        conv = self.session.ensure_conversation()
-        choice: PresetChoice | None = await self.app.push_screen_wait(
-            PresetDialog(self.session.history, conv.preset_id, conv.system_prompt)
-        )
-        if choice is not None:
-            self.session.update(preset_id=choice.preset_id, system_prompt=choice.system_prompt)
-            await self.refresh_list()  # the chat may be new
-            label = "cleared" if not choice.system_prompt.strip() else "set for this chat"
-            self.notify(f"System prompt {label}")
+        await per_chat.pick_preset(self)
 
     async def use_preset(self, preset_id: int) -> None:
         """Make a preset this chat's system prompt (the palette's `System prompt: NAME`)."""
-        preset = next((p for p in self.session.history.list_presets() if p.id == preset_id), None)
-        if preset is None:
-            return
-        self.session.update(preset_id=preset.id, system_prompt=preset.content)
-        await self.refresh_list()
-        self.notify(f"System prompt {preset.name!r} set for this chat", markup=False)
+        await per_chat.use_preset(self, preset_id)
 
     @work(group="dialog")
     async def action_chat_settings(self) -> None:
-        conv = self.session.ensure_conversation()
-        result: dict[str, Any] | None = await self.app.push_screen_wait(
-            ChatSettingsDialog(conv.settings, self.session.settings, self.ember.model_names())
-        )
-        if result is None:
-            return
-        self.session.update(settings=result)
-        await self.refresh_list()  # the chat may be new
-        self.update_status()
-        self.ember.preload(self.session.model)
+        await per_chat.edit_settings(self)

@@ -19,17 +19,19 @@ from ember.app.history.parts import MessagePart
 from ember.app.history.store import Conversation, History, Message, MessageStatus
 from ember.engine.api import Backend, EngineOptions, Finished, GenerationRequest
 from ember.errors import EmberError
+from ember.paths import Paths, get_paths
 from ember.tui.attachments import Attachment, attach
 from ember.tui.backend_host import BackendHost
-from ember.tui.chat_config import (
+from ember.tui.chat.config import (
     chat_messages,
     chat_value,
     engine_options,
     new_chat_settings,
     sampling_params,
 )
-from ember.tui.chat_tools import DENIED, ToolTurns
-from ember.tui.generation import Clock, Generation, Post
+from ember.tui.chat.generation import Clock, Generation, Post
+from ember.tui.chat.reply_parts import call_part, result_part, unanswered
+from ember.tui.chat.tool_turns import DENIED, ToolTurns
 from ember.tui.messages import (
     BackendLoaded,
     ReplyDelta,
@@ -37,7 +39,6 @@ from ember.tui.messages import (
     ReplyFinished,
     WaitProgress,
 )
-from ember.tui.reply_parts import call_part, result_part, unanswered
 from ember.tui.toolbox import Toolbox
 
 FLUSH_INTERVAL_S = 0.5  # how often a streaming reply's text is written to the history
@@ -88,8 +89,10 @@ class ChatSession(ToolTurns):
         settings: Settings,
         clock: Clock = time.monotonic,
         toolbox: Toolbox | None = None,
+        paths: Paths | None = None,
     ) -> None:
         self.history = history
+        self.paths = paths or get_paths()  # where "always allow" writes the settings file
         self.toolbox = toolbox  # MCP tools offered to the model (None: none configured)
         self.host = host
         self.settings = settings  # the defaults for new chats; the settings screen replaces it

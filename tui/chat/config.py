@@ -9,7 +9,7 @@ from ember.app.config import Settings
 from ember.app.history.store import Message
 from ember.app.parameters import SAMPLING_NAMES
 from ember.engine.api import ChatMessage, EngineOptions, SamplingParams
-from ember.tui.reply_parts import assistant_turns
+from ember.tui.chat.reply_parts import assistant_turns
 
 # statuses whose text the model sees again in later turns
 _REPLAYED = {"complete", "stopped", "interrupted"}

@@ -14,7 +14,7 @@ from textual.widgets import Button, Label
 from ember.app.config import Settings
 from ember.app.parameters import SAMPLING_NAMES, parameter
 from ember.errors import EmberError
-from ember.tui.chat_config import chat_value, sampling_params
+from ember.tui.chat.config import chat_value, sampling_params
 from ember.tui.widgets.form import Form, FormError, FormField
 
 

@@ -9,19 +9,19 @@ from collections.abc import Callable
 from textual.message import Message
 
 from ember.app.history.parts import MessagePart, joined_text
-from ember.app.server.reply_splitter import ReplySplitter
+from ember.app.reply_splitter import ReplySplitter
 from ember.engine.api import (
     Backend,
+    EngineError,
     EngineOptions,
     Finished,
     GenerationRequest,
     RequestHandle,
     TextDelta,
+    ToolCall,
 )
-from ember.engine.errors import EngineError
-from ember.models.text.tool_calls import ToolCall
+from ember.tui.chat.reply_parts import add_text
 from ember.tui.messages import ReplyDelta, ReplyFinished, ReplyStarted
-from ember.tui.reply_parts import add_text
 
 POST_INTERVAL_S = 0.1  # coalesce deltas: at most 10 UI updates a second, whatever the tok/s
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
+from ember.app.catalog.catalog import HubRepo, LocalModel, ProgressCallback, QuantOption
 from ember.models.errors import DownloadError, RegistryError
-from ember.tui.model_catalog import HubRepo, LocalModel, ProgressCallback, QuantOption
 
 CURATED = [
     HubRepo("unsloth/gemma-3-270m-it-GGUF", 120000, 300, "Gemma 3 270M, tiny and quick"),

@@ -1,0 +1,128 @@
+"""A request's prompt ids: the chat template (or base-model scaffold) over its messages, its raw
+text, or the ids it gave; the grammar that forces a tool call; the ids that end its reply.
+
+The Engine holds one PromptEncoder per loaded model. It checks what rendering could turn into
+control tokens: ids outside the vocabulary, special-token spellings in tool specs and arguments.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from ember.engine.api import ConstraintSpec, GenerationRequest
+from ember.engine.errors import EngineError
+from ember.models.text.tokenizers.base import Tokenizer
+
+# messages -> prompt ids; renderers that take tools (and template kwargs) also have a
+# tool_format attribute (runners/factory.py TemplateChat, fake.py FakeChat)
+ChatRenderer = Callable[..., list[int]]
+
+
+class PromptEncoder:
+    """Requests -> prompt ids for one model (its tokenizer, chat renderer and tool format)."""
+
+    def __init__(
+        self,
+        tokenizer: Tokenizer,
+        chat: ChatRenderer | None,
+        *,
+        vocab_size: int,
+        model_name: str,
+        tool_format: str,
+    ) -> None:
+        self.tokenizer = tokenizer
+        self.chat = chat
+        self.vocab_size = vocab_size
+        self.model_name = model_name
+        self.tool_format = tool_format
+
+    def encode(self, request: GenerationRequest) -> list[int]:
+        """The prompt token ids of a request (chat template, raw text or given ids)."""
+        if request.prompt_ids is not None:
+            ids = list(request.prompt_ids)
+        elif request.prompt is not None and request.suffix is not None:
+            ids = self._fim_prompt(request.prompt, request.suffix)
+        elif request.prompt is not None:
+            add_bos = self.tokenizer.add_bos if request.add_bos is None else request.add_bos
+            ids = self.tokenizer.encode(request.prompt, add_bos=add_bos, parse_special=True)
+        else:
+            ids = self._render_chat(request)
+        if not ids:
+            raise EngineError("request: the prompt is empty")
+        vocab = self.vocab_size
+        if any(not 0 <= t < vocab for t in ids):
+            raise EngineError(f"request: token ids must be in [0, {vocab})")
+        return ids
+
+    def _fim_prompt(self, prefix: str, suffix: str) -> list[int]:
+        from ember.models.text.fim import fim_prompt, fim_tokens
+
+        tokens = fim_tokens(self.tokenizer)
+        if tokens is None:
+            raise EngineError(
+                f"model {self.model_name} has no fill-in-the-middle tokens: suffix and /infill "
+                "need a code model trained for FIM"
+            )
+        return fim_prompt(self.tokenizer, tokens, prefix, suffix)
+
+    def _render_chat(self, request: GenerationRequest) -> list[int]:
+        if self.chat is None:
+            raise EngineError(f"model {self.model_name} has no chat template: use a raw prompt")
+        messages = request.messages or ()
+        if not self.takes_tool_path(request):
+            return list(self.chat(messages))
+        if getattr(self.chat, "tool_format", None) is None:
+            raise EngineError(f"model {self.model_name}: its chat renderer takes no tools")
+        self._refuse_special_spellings(request)
+        return list(
+            self.chat(
+                messages, tools=request.offered_tools, template_kwargs=request.template_kwargs
+            )
+        )
+
+    @staticmethod
+    def takes_tool_path(request: GenerationRequest) -> bool:
+        """Tools, tool turns or template kwargs: rendered through the model's template (also
+        for a base model: models/text/chat_format.py), so no scaffold stops or lstrip."""
+        tool_turns = any(m.role == "tool" or m.tool_calls for m in request.messages or ())
+        return bool(request.offered_tools or request.template_kwargs or tool_turns)
+
+    def _refuse_special_spellings(self, request: GenerationRequest) -> None:
+        """Tool specs and tool-call arguments are rendered as template markup (JSON inside the
+        template), where special-token spellings would become control tokens: refuse them."""
+        parts = [json.dumps(t.as_dict(), ensure_ascii=False) for t in request.offered_tools]
+        for message in request.messages or ():
+            parts += [c.name + c.arguments for c in message.tool_calls]
+            parts += [message.name, message.tool_call_id]
+        text = "\n".join(p for p in parts if p)
+        if not text:
+            return
+        special = set(self.tokenizer.encode(text, parse_special=True)) & self.tokenizer.special_ids
+        if special:
+            spelling = self.tokenizer.decode([min(special)])
+            raise EngineError(f"request tools: {spelling!r} is a special token of this model")
+
+    def tool_constraint(self, request: GenerationRequest) -> ConstraintSpec | None:
+        """The grammar of a forced tool call (tool_choice required or named), else None."""
+        if not request.forces_tool_call:
+            return None
+        from ember.models.text.tool_calls import tool_call_grammar, tool_format
+
+        tools = [t.as_dict() for t in request.tools]
+        if request.tool_choice != "required":
+            tools = [t for t in tools if t["name"] == request.tool_choice]
+        fmt = tool_format(self.tool_format)
+        return ConstraintSpec("lark", tool_call_grammar(tools, fmt, self._special_id))
+
+    def _special_id(self, text: str) -> int | None:
+        ids = self.tokenizer.encode(text, parse_special=True)
+        return ids[0] if len(ids) == 1 and ids[0] in self.tokenizer.special_ids else None
+
+    def stop_ids(self, request: GenerationRequest) -> frozenset[int]:
+        ids = set(request.sampling.stop_token_ids)
+        if not request.sampling.ignore_eos:
+            ids |= set(self.tokenizer.eot_ids)
+            if self.tokenizer.eos_id is not None:
+                ids.add(self.tokenizer.eos_id)
+        return frozenset(ids)

@@ -1,0 +1,129 @@
+"""What llama-server's, OpenAI's and Ollama's own tests expect, against a real `ember serve
+--api-key` on the starter model: OpenAI's error object with 400 on every OpenAI route, CORS
+preflights that need no key, a history whose tool-call arguments are not JSON refused by name;
+Ollama's durations, load / unload, `name:latest`, details, `images: []` and its options."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.app.server.server_harness import ember_serve
+
+pytestmark = pytest.mark.model
+MODEL = "gemma3"
+KEY = "sekrit"
+AUTH = {"Authorization": f"Bearer {KEY}"}
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("serve_home")
+
+
+@pytest.fixture(scope="module")
+def url(starter_gguf: Path, home: Path) -> Iterator[str]:
+    env = {**os.environ, "EMBER_HOME": str(home), "HF_HUB_OFFLINE": "1"}
+    ember = [sys.executable, "-m", "ember"]
+    subprocess.run([*ember, "add", str(starter_gguf), "--name", MODEL], env=env, check=True,
+                   capture_output=True, timeout=300)  # fmt: skip
+    serve = ("--model", MODEL, "--threads", "2", "--ctx", "1024", "--api-key", KEY)
+    with ember_serve(home, env, *serve) as base:
+        yield base
+
+
+@pytest.mark.parametrize(
+    ("route", "body", "param"),
+    [
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "echo": 1}, "echo"),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "top_p": 7}, "top_p"),
+        ("/v1/completions", {"prompt": "hi", "max_tokens": "many"}, "max_tokens"),
+        ("/v1/embeddings", {"input": "hi", "user_id": 3}, "user_id"),
+        ("/v1/responses", {"input": "hi", "temperature": -1}, "temperature"),
+    ],
+)  # fmt: skip
+def test_invalid_request_is_400_with_openai_error(
+    url: str, route: str, body: dict, param: str
+) -> None:
+    reply = httpx.post(f"{url}{route}", json={"model": MODEL, **body}, headers=AUTH, timeout=300)
+    assert reply.status_code == 400, reply.text
+    error = reply.json()["error"]
+    assert error["type"] == "invalid_request_error" and error["param"] == param
+    assert error["message"] and error["code"] == 400
+
+
+def test_bad_tool_call_arguments_in_history(url: str) -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{not json"}}
+    messages = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+    ]
+    reply = httpx.post(f"{url}/v1/chat/completions", json={"model": MODEL, "messages": messages},
+                       headers=AUTH, timeout=300)  # fmt: skip
+    assert reply.status_code == 400
+    assert reply.json()["error"]["param"] == "messages[1].tool_calls[0].function.arguments"
+
+
+def test_cors_preflight_needs_no_key(url: str) -> None:
+    origin = "http://localhost:3000"
+    ask = {"Origin": origin, "Access-Control-Request-Method": "POST",
+           "Access-Control-Request-Headers": "authorization, content-type"}  # fmt: skip
+    pre = httpx.options(f"{url}/v1/chat/completions", headers=ask, timeout=60)
+    assert pre.status_code == 200
+    assert pre.headers["access-control-allow-origin"] == origin
+    assert "POST" in pre.headers["access-control-allow-methods"]
+    assert "authorization" in pre.headers["access-control-allow-headers"]
+    without = httpx.get(f"{url}/v1/models", headers={"Origin": origin}, timeout=60)
+    assert without.status_code == 401  # the request itself still needs the key
+    models = httpx.get(f"{url}/v1/models", headers={"Origin": origin, **AUTH}, timeout=60)
+    assert models.status_code == 200 and models.headers["access-control-allow-origin"] == origin
+    evil = httpx.options(f"{url}/v1/models", headers=ask | {"Origin": "https://evil.example"})
+    assert evil.status_code == 403 and "access-control-allow-origin" not in evil.headers
+
+
+def _ollama(url: str, route: str, body: dict) -> httpx.Response:
+    return httpx.post(f"{url}{route}", json=body, headers=AUTH, timeout=300)
+
+
+def test_ollama_unload_load_and_durations(url: str) -> None:
+    gone = _ollama(url, "/api/generate", {"model": MODEL, "keep_alive": 0}).json()
+    assert gone["done_reason"] == "unload"
+    ask = {"model": f"{MODEL}:latest", "prompt": "Hi", "stream": False, "images": [],
+           "options": {"num_predict": 4, "temperature": 0, "num_keep": 5, "num_thread": 2}}  # fmt: skip
+    reply = _ollama(url, "/api/generate", ask)
+    assert reply.status_code == 200, reply.text
+    done = reply.json()
+    assert done["model"] == MODEL  # name:latest is the name
+    assert done["load_duration"] > 1e6  # this request loaded the model: > 1 ms
+    assert done["prompt_eval_duration"] > 0 and done["eval_duration"] > 0
+    parts = done["load_duration"] + done["prompt_eval_duration"] + done["eval_duration"]
+    assert done["total_duration"] >= parts
+    again = _ollama(url, "/api/generate", ask).json()
+    assert again["load_duration"] < done["load_duration"]  # already loaded
+    loaded = _ollama(url, "/api/generate", {"model": MODEL}).json()
+    assert loaded["done_reason"] == "load"
+
+
+def test_ollama_refusals(url: str, home: Path) -> None:
+    no_model = _ollama(url, "/api/chat", {"messages": [{"role": "user", "content": "hi"}]})
+    assert no_model.status_code == 400 and no_model.json()["error"].startswith("model")
+    image = {"model": MODEL, "prompt": "What is this?", "images": ["aGk="]}
+    refused = _ollama(url, "/api/generate", image)
+    assert refused.status_code == 400 and "text only" in refused.json()["error"]
+    assert "num_keep" in (home / "serve.log").read_text()  # a documented option: logged
+
+
+def test_ollama_details(url: str) -> None:
+    shown = _ollama(url, "/api/show", {"model": MODEL}).json()["details"]
+    listed = httpx.get(f"{url}/api/tags", headers=AUTH, timeout=60).json()["models"]
+    tags = next(m["details"] for m in listed if m["name"] == MODEL)
+    for details in (shown, tags):
+        assert details["family"] == "gemma3" and details["quantization_level"] == "Q4_K_M"
+        assert details["parameter_size"] == "268M"

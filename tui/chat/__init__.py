@@ -1,0 +1,2 @@
+"""The open chat without widgets: its session (history, requests, replies), tool turns, and what
+it sends the engine."""

@@ -1,0 +1,1 @@
+"""The chat screen and the screens it opens."""
