@@ -44,12 +44,19 @@ def test_a_huge_sparse_file_with_a_garbage_tail_is_refused_fast(
     assert err.count("\n") == 1
 
 
+def _fifo(folder: Path) -> Path:
+    os.mkfifo(folder / "pipe.gguf")
+    return folder / "pipe.gguf"
+
+
+def _link_to_zero(folder: Path) -> Path:
+    (folder / "z.gguf").symlink_to("/dev/zero")
+    return folder / "z.gguf"
+
+
 @pytest.mark.parametrize(
     ("make", "reason"),
-    [
-        (lambda d: os.mkfifo(d / "pipe.gguf") or d / "pipe.gguf", "a FIFO (named pipe)"),
-        (lambda d: (d / "z.gguf").symlink_to("/dev/zero") or d / "z.gguf", "a character device"),
-    ],
+    [(_fifo, "a FIFO (named pipe)"), (_link_to_zero, "a character device")],
 )
 def test_model_paths_that_are_not_regular_files(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], make, reason: str
