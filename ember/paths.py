@@ -41,10 +41,6 @@ class Paths:
     def prefix_cache_dir(self) -> Path:
         return self.cache_dir / "prefix"
 
-    @property
-    def downloads_dir(self) -> Path:
-        return self.cache_dir / "downloads"
-
 
 def paths_under(root: Path) -> Paths:
     """Every path under one folder: root/config, root/data, root/cache (EMBER_HOME's layout,

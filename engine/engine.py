@@ -32,6 +32,7 @@ from ember.engine.dry import BreakerPrecompile
 from ember.engine.errors import EngineError
 from ember.engine.forward import apply_kv_work, pool_blocks, seq_step
 from ember.engine.prompt import ChatRenderer, PromptEncoder
+from ember.engine.reasoning_budget import ReasoningBudget
 from ember.engine.request_state import RequestState
 from ember.engine.runners.base import ForwardBatch, SeqStep
 from ember.engine.scheduler import (
@@ -201,7 +202,9 @@ class Engine:
 
     def add_request(self, request: GenerationRequest, on_event: EventSink) -> None:
         """Queue a request; its events go to on_event (from inside step())."""
-        seq = Sequence(self.encode(request), request.sampling, request_id=request.request_id)
+        ids = self.encode(request)
+        self._refuse_oversized_tools(request, len(ids))
+        seq = Sequence(ids, request.sampling, request_id=request.request_id)
         chat = request.messages is not None and not self.prompts.takes_tool_path(request)
         # the chat format's stops end its turn, like an end-of-turn token: ignore_eos skips both;
         # the reply's leading space is the format's either way (a short reply is a prefix of a long)
@@ -217,11 +220,27 @@ class Engine:
         spec = request.constraint or self.prompts.tool_constraint(request)
         if spec is not None:
             state.constraint = self.constraints.compile(spec)
+        if request.sampling.reasoning_budget is not None:
+            state.reasoning = ReasoningBudget.create(
+                self.tokenizer, request.sampling.reasoning_budget, seq.token_ids
+            )
         if self.prefix_store is not None:
             self.prefix_store.restore(seq.token_ids, self.blocks, self.runner)
         self.scheduler.add(seq)
         self._states[seq.seq_id] = state
         self._seq_of_request[request.request_id] = seq.seq_id
+
+    def _refuse_oversized_tools(self, request: GenerationRequest, prompt_tokens: int) -> None:
+        """Tools must stay in view: a prompt with tools that does not leave room for a reply in
+        the context is refused before anything is compiled or computed (eviction would drop
+        the tool definitions, and the request would spin through a prompt it cannot use)."""
+        if not request.offered_tools or prompt_tokens < self.context_limit:
+            return
+        raise EngineError(
+            f"request tools: the {len(request.offered_tools)} tools and the messages need "
+            f"{prompt_tokens} prompt tokens; the context holds {self.context_limit} "
+            "(offer fewer tools, or raise --ctx)"
+        )
 
     def abort(self, request_id: int) -> None:
         """Stop a request now: its blocks are freed before this returns."""
@@ -274,7 +293,6 @@ class Engine:
         if not out.scheduled:
             return
         batch = ForwardBatch([self._seq_step(item) for item in out.scheduled])
-        started = time.perf_counter()
         try:
             logits = self.runner.forward(batch)
         except Exception as exc:  # a runner failure ends the scheduled requests, not the engine
@@ -286,9 +304,7 @@ class Engine:
         now = time.perf_counter()
         for item, rows in zip(out.scheduled, logits, strict=True):
             try:
-                self._after_forward(
-                    item, rows, now, (now - started) * len(item.token_ids) / batch.num_tokens
-                )
+                self._after_forward(item, rows, now)
             except Exception as exc:  # sampling, detokenizing, a stop rule: this request only
                 log.exception("request %d failed", item.seq.request_id)
                 self.fail_request(item.seq.request_id, f"request failed: {describe(exc)}")
@@ -300,14 +316,10 @@ class Engine:
         wants_logits = item.num_tokens == seq.num_pending
         return seq_step(seq, item.token_ids, 1 + len(item.draft_ids) if wants_logits else 1)
 
-    def _after_forward(
-        self, item: ScheduledSeq, rows: np.ndarray, now: float, share_s: float
-    ) -> None:
+    def _after_forward(self, item: ScheduledSeq, rows: np.ndarray, now: float) -> None:
         seq = item.seq
         state = self._states[seq.seq_id]
         prefilling = seq.is_prefilling
-        if prefilling:
-            seq.prefill_compute_s += share_s
         seq.num_processed += item.num_tokens
         if prefilling and self.options.progress and item.num_tokens < seq.num_prompt_tokens:
             # a prompt longer than one chunk: say how far its prefill is (app/progress.py)

@@ -145,7 +145,8 @@ class ToolRan(Message):
 
 @dataclass
 class ToolDecided(Message):
-    """The user answered a tool call: run, always (allow this tool in this chat) or deny."""
+    """The user answered a tool call in its consent dialog: run, always (run, and allow this
+    tool on this machine: the settings file) or deny."""
 
     message_id: int
     call_id: str

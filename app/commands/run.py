@@ -72,14 +72,14 @@ def _read_spec_file(flag: str, path: str) -> str:
 
 
 def _engine_log_to_file() -> None:
-    """The engine's own log (a failed request's traceback) goes to run.log in the cache folder,
-    not the terminal, where the one-line error says what failed."""
+    """The engine's own log (a failed request's traceback) goes to engine.log in the cache
+    folder (app/crash.py's), not the terminal, where the one-line error says what failed."""
     import logging
 
-    from ember.paths import get_paths
+    from ember.app.crash import log_path
 
     logger = logging.getLogger("ember")
-    path = get_paths().cache_dir / "run.log"
+    path = log_path()
     if any(getattr(h, "baseFilename", "") == str(path) for h in logger.handlers):
         return
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -115,7 +115,8 @@ def _request(args: argparse.Namespace, prompt: str, settings: Any) -> Any:
     from ember.app.options import REPETITION_FLAGS, SAMPLING_FLAGS, sampling_params
     from ember.engine.api import ChatMessage, GenerationRequest
 
-    flags = {name: getattr(args, name) for name in (*SAMPLING_FLAGS, *REPETITION_FLAGS)}
+    names = (*SAMPLING_FLAGS, *REPETITION_FLAGS, "reasoning_budget")
+    flags = {name: getattr(args, name, None) for name in names}
     sampling = sampling_params(settings, flags, seed=args.seed)
     constraint = constraint_from_args(args)
     if args.raw:

@@ -4,8 +4,8 @@ A chat's settings come from the TUI (new chats, the chat settings dialog, the th
 and from import files, which can hold anything. Import checks every key here before anything is
 written (`check_chat_settings`: unknown keys and wrong types are refused, naming the key), so
 what is stored can be read back. Reading (`usable_chat_settings`) is lenient for rows stored
-before that check: a known key with a wrong value is dropped and named, so a chat opens with its
-defaults instead of crashing on the first message.
+before that check: a known key with a value of the wrong type is dropped and named, so a chat
+opens with its defaults instead of crashing on the first message.
 
 `allowed_tools` is retired: tool permission lives only in this machine's settings file
 (app/mcp/consent.py). Old chats and exports carry it; it is dropped, never obeyed.
@@ -19,35 +19,32 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ember.app.parameters import SAMPLING
 from ember.app.rules import problem
 
 RETIRED = {"allowed_tools": "tool permission comes only from this machine's settings file"}
 MAX_MODEL_CHARS = 300
+Check = Callable[[Any], "str | None"]
 
 
-def _number(name: str) -> Callable[[Any], str | None]:
+def _number(kind: type) -> Check:
     def check(value: Any) -> str | None:
         if isinstance(value, bool) or not isinstance(value, int | float):
             return "must be a number"
-        if not math.isfinite(value):
-            return "must be a finite number"
-        return problem(name, value)
+        if kind is int and not isinstance(value, int):
+            return "must be an integer"
+        return None if math.isfinite(value) else "must be a finite number"
 
     return check
 
 
-def _integer(name: str, optional: bool = False) -> Callable[[Any], str | None]:
-    def check(value: Any) -> str | None:
-        if value is None and optional:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int):
-            return "must be an integer" + (" or null" if optional else "")
-        return problem(name, value)
-
-    return check
+def _seed(value: Any) -> str | None:
+    if value is None:
+        return None
+    return None if isinstance(value, int) and not isinstance(value, bool) else "must be an integer"
 
 
-def _flag(optional: bool) -> Callable[[Any], str | None]:
+def _flag(optional: bool) -> Check:
     def check(value: Any) -> str | None:
         if isinstance(value, bool) or (value is None and optional):
             return None
@@ -64,15 +61,11 @@ def _model(value: Any) -> str | None:
     return None
 
 
-SETTINGS: dict[str, Callable[[Any], str | None]] = {
+# key -> its type check; the sampling values' ranges are app/parameters' (the flags' own rules)
+SETTINGS: dict[str, Check] = {
     "model": _model,
-    "seed": _integer("seed", optional=True),
-    "temperature": _number("temperature"),
-    "top_k": _integer("top_k"),
-    "top_p": _number("top_p"),
-    "min_p": _number("min_p"),
-    "repeat_penalty": _number("repeat_penalty"),
-    "max_tokens": _integer("max_tokens"),
+    "seed": _seed,
+    **{p.name: _number(p.kind) for p in SAMPLING if p.setting},
     "thinking": _flag(optional=True),  # the template's enable_thinking (None: its default)
     "tools": _flag(optional=False),  # offer the MCP tools in this chat
 }
@@ -93,7 +86,7 @@ def setting_problem(key: str, value: Any) -> str | None:
     check = SETTINGS.get(key)
     if check is None:
         return f"unknown chat setting (known: {', '.join(SETTINGS)})"
-    return check(value)
+    return check(value) or problem(key, value)
 
 
 def check_chat_settings(settings: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -113,8 +106,10 @@ def check_chat_settings(settings: Mapping[str, Any]) -> tuple[dict[str, Any], li
 
 
 def usable_chat_settings(settings: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """A stored chat's settings as the app may use them: known keys with wrong values and
-    retired keys are dropped (the chat's defaults apply); returns them and what was dropped."""
+    """A stored chat's settings as the app may use them: known keys whose values have the wrong
+    type (they would crash the code that reads them) and retired keys are dropped (the chat's
+    defaults apply); returns them and what was dropped. A value of the right type out of its
+    range stays: sending then fails with the setting's own one-line reason."""
     kept: dict[str, Any] = {}
     dropped: list[str] = []
     for key, value in settings.items():

@@ -3,8 +3,8 @@
 The file is read through ember/user_files.py (a regular file of at most 256 MiB: a FIFO or
 /dev/zero is refused, not waited on) and checked whole before anything is written: its nesting
 depth, each field's type and range (times finite and before year 10000, per-chat settings
-against app/history/chat_settings.py, stats flat), roles and statuses, each message's parent (an
-earlier message of the same chat, so no loops), the shown leaf. What is stored can always be
+against chat_settings.py, a reply's stats against reply_stats.py), roles and statuses, each
+message's parent (an earlier message of the same chat, so no loops), the shown leaf. What is stored can always be
 read back. A file that fails names the field and the reason (`conversations[0].messages[3].role:
 ...`) and the history is not touched; each chat then goes in in one transaction (all of it or
 none of it), with new ids.
@@ -13,7 +13,6 @@ none of it), with new ids.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from ember.app.history.chat_settings import SettingError, check_chat_settings
 from ember.app.history.export import FORMAT, VERSION
 from ember.app.history.parts import MessagePart
 from ember.app.history.records import MAX_TIME_S
+from ember.app.history.reply_stats import stats_problem
 from ember.app.history.store import Conversation, History, TreeMessage
 from ember.text import escape
 from ember.user_files import UserFileError, read_user_bytes
@@ -31,7 +31,6 @@ from ember.user_files import UserFileError, read_user_bytes
 MAX_IMPORT_BYTES = 256 * 1024 * 1024
 MAX_MESSAGES = 100_000  # per chat
 MAX_DEPTH = 32  # objects and lists inside one another; an export nests 8 deep at most
-MAX_STAT_CHARS = 200
 ROLES = ("user", "assistant")
 STATUSES = ("complete", "stopped", "interrupted", "error", "empty", "streaming")
 
@@ -196,15 +195,12 @@ def _number(item: dict[str, Any], key: str, where: str) -> float:
 
 
 def _stats(value: Any, where: str) -> dict[str, Any]:
-    """A reply's counters: a flat object of finite numbers, short strings, booleans or null."""
+    """A reply's stats: the engine's Stats fields, each of its own type (reply_stats.py)."""
     stats = _object(value, where)
     for key, item in stats.items():
-        if isinstance(item, float) and not math.isfinite(item):
-            raise _Bad(f"{where}.{key}", f"{item!r}: must be a finite number")
-        if isinstance(item, str) and (len(item) > MAX_STAT_CHARS or not _encodable(item)):
-            raise _Bad(f"{where}.{key}", f"must be text of at most {MAX_STAT_CHARS} characters")
-        if item is not None and not isinstance(item, bool | int | float | str):
-            raise _Bad(f"{where}.{key}", "must be a number, text, true/false or null")
+        reason = stats_problem(key, item)
+        if reason:
+            raise _Bad(f"{where}.{escape(key)}", reason)
     return stats
 
 

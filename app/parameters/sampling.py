@@ -116,6 +116,16 @@ SAMPLING = (
         label="Max reply tokens",
     ),
     Parameter(
+        "reasoning_budget",
+        int,
+        None,
+        "most tokens in the reply's <think> block, then </think> is forced (no block: no effect)",
+        "sampling",
+        Range(0, MAX_TOKENS),
+        setting=False,
+        metavar="TOKENS",
+    ),
+    Parameter(
         "seed",
         int,
         None,

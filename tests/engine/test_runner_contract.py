@@ -1,5 +1,6 @@
 """One contract for every runner present: FakeRunner, llama.cpp, torch, and remote (a real
-`ember serve` on 127.0.0.1 running the starter model through llama.cpp).
+`ember serve` on 127.0.0.1 running the starter model through llama.cpp); and for the fake
+Backends other tests stand on (the TUI's FakeBackend, the server tests' ScriptedBackend).
 
 Each backend gets the same requests and must give: deltas then exactly one Finished whose text
 is the deltas joined; repeatable greedy output; max_tokens honoured; abort that keeps the text;
@@ -32,6 +33,8 @@ QUESTION = (ChatMessage("user", "Name three colours of the rainbow."),)
 HAS_TORCH_RUNNER = importlib.util.find_spec("ember.engine.runners.torch.runner") is not None
 BACKENDS = [
     "fake",
+    "tui-fake",  # tui/fake_backend.py: the Backend `ember --fake` and the TUI tests use
+    "scripted",  # tests/app/scripted_backend.py: the server tests' Backend
     pytest.param("llama.cpp", marks=pytest.mark.model),
     pytest.param(
         "torch",
@@ -72,6 +75,15 @@ def backend(
     if name not in backends:
         if name == "fake":
             backends[name] = _local(None, "fake")
+        elif name == "tui-fake":
+            from ember.tui.fake_backend import FakeBackend
+
+            backends[name] = FakeBackend()
+        elif name == "scripted":
+            from tests.app.scripted_backend import ScriptedBackend
+
+            words = [f" w{i}" for i in range(500)]  # enough for the 400-token abort request
+            backends[name] = ScriptedBackend("scripted", words, delay_s=0.001)
         elif name == "remote":
             backends[name] = _remote(request.getfixturevalue("starter_files"), backends, stack)
         else:

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.waiting import wait_until
+
 REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.requires_tool("tmux", "apt-get install tmux")
@@ -146,10 +148,7 @@ def test_ctrl_c_stops_a_reply_and_a_second_ctrl_c_quits(run_ember) -> None:
     app.wait(lambda s: "stopped" in s and "generating" not in s, "the reply to stop", 30)
     assert app.alive()
     app.keys("C-c")
-    deadline = time.monotonic() + 30
-    while app.alive() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not app.alive(), "ember did not quit on the second Ctrl+C"
+    wait_until(lambda: not app.alive(), "ember quits on the second Ctrl+C", 30, interval_s=0.2)
 
 
 @pytest.mark.model
@@ -167,10 +166,7 @@ def test_starter_model_in_a_real_terminal(run_ember, starter_gguf) -> None:
 
 def _quit(app: Tmux) -> None:
     app.keys("C-q")
-    deadline = time.monotonic() + 30
-    while app.alive() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not app.alive(), "ember did not quit on Ctrl+Q"
+    wait_until(lambda: not app.alive(), "ember quits on Ctrl+Q", 30, interval_s=0.2)
 
 
 @pytest.mark.model

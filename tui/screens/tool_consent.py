@@ -31,9 +31,10 @@ Answer = str  # "run" | "always" | "deny"
 
 
 def clipped(text: str, limit: int) -> str:
-    """At most `limit` characters of text, shown as plain text (control characters pictured)."""
-    cut = text if len(text) <= limit else text[:limit] + f"… ({len(text):,} characters in all)"
-    return visible(cut)
+    """text shown as plain text (control characters pictured or escaped), cut to at most
+    `limit` characters of what is shown, then "…"."""
+    shown = visible(text)
+    return shown if len(shown) <= limit else shown[:limit] + "…"
 
 
 class ToolConsentDialog(ModalScreen[Answer]):

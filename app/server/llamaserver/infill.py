@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ember.app.server.errors import RequestInvalid
-from ember.app.server.io import error_response, next_event, read_json
+from ember.app.server.io import error_response, finish_or_abort, next_event, read_json
 from ember.app.server.schema import MAX_PROMPT_CHARS, ParsedRequest, parse_completion
 from ember.engine.api import Finished, RequestHandle, TextDelta
 from ember.errors import EmberError
@@ -58,6 +58,8 @@ def parse_infill(body: Any, max_tokens_cap: int) -> ParsedRequest:
     except RequestInvalid as exc:
         param = "n_predict" if exc.param == "max_tokens" and "n_predict" in body else exc.param
         raise RequestInvalid(param, exc.reason, status=exc.status) from None
+    if parsed.more:
+        raise RequestInvalid("n", "infill writes one completion", status=400)
     request = replace(parsed.request, prompt=prefix, suffix=texts["input_suffix"])
     return replace(parsed, request=request)
 
@@ -121,7 +123,7 @@ def routes(pool: ModelPool, guard: Guard) -> list[Route]:
 
             return StreamingResponse(body_iter(), media_type="text/event-stream")
         try:
-            fin = await _result(handle)
+            fin = await finish_or_abort(handle, request)  # io.py: aborts on disconnect
         finally:
             pool.release(name)
         if fin.reason == "error":  # refused: no FIM tokens in this model's vocabulary
@@ -130,14 +132,3 @@ def routes(pool: ModelPool, guard: Guard) -> list[Route]:
         return JSONResponse({"content": fin.text} | _final(name, fin))
 
     return [Route("/infill", infill, methods=["POST"])]
-
-
-async def _result(handle: RequestHandle) -> Finished:
-    iterator = iter(handle)
-    try:
-        while (event := await next_event(iterator)) is not None:
-            if isinstance(event, Finished):
-                return event
-    finally:
-        handle.abort()  # no-op once finished
-    return handle.result()

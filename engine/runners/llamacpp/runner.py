@@ -3,7 +3,7 @@
 The engine does the rest (scheduling, sampling, stop strings, detokenizing), so a request gives
 the same events here as on the torch runner. This file turns a ForwardBatch into one or more
 batched `llama_decode` calls and hands back float32 logits for each requested row; BlockMap
-(llamacpp_blocks.py) maps the engine's block tables onto llama.cpp sequence memory.
+(blocks.py) maps the engine's block tables onto llama.cpp sequence memory.
 """
 
 from __future__ import annotations

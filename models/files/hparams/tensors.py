@@ -1,7 +1,6 @@
 """Which tensors each supported architecture needs, and their shapes, from ModelHParams.
 
 Public API:
-    expected_tensors(hp) -> dict[gguf_name, ExpectedTensor]   GGUF names, numpy/torch shape order
     HFNames                                                    a checkpoint's naming: where the
                                                                decoder lives (model., or
                                                                model.language_model. / language_model.model.
@@ -66,11 +65,6 @@ def _iter_expected(hp: ModelHParams) -> Iterator[tuple[str, ExpectedTensor]]:
     yield "output.weight", ExpectedTensor((hp.vocab_size, hp.hidden_size), not hp.tie_embeddings)
     for i in range(hp.n_layers):
         yield from _layer(hp, i).items()
-
-
-def expected_tensors(hp: ModelHParams) -> dict[str, ExpectedTensor]:
-    """GGUF tensor name -> expected shape for a supported architecture."""
-    return dict(_iter_expected(hp))
 
 
 @dataclass(frozen=True)

@@ -86,6 +86,14 @@ BAD: list[tuple[Callable[[], str], str]] = [
     (lambda: _deep_part(_file(_chat())), "nested more than 32 deep"),
     (lambda: _nested(100_000), "nested more than 32 deep"),
     (
+        lambda: _file(_chat()).replace('{"ttft_s": 0.1}', '{"ttft_s": "x"}'),
+        "messages[1].stats.ttft_s: must be a number",
+    ),
+    (
+        lambda: _file(_chat()).replace('{"ttft_s": 0.1}', '{"mood": 1}'),
+        "messages[1].stats.mood: unknown stat",
+    ),
+    (
         lambda: _file(_chat()).replace('{"ttft_s": 0.1}', '{"ttft_s": Infinity}'),
         "stats.ttft_s: inf: must be a finite number",
     ),

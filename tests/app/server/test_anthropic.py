@@ -341,3 +341,34 @@ def test_keys_bearer_or_x_api_key_and_anthropic_headers(server: str) -> None:
 def test_openai_errors_keep_their_shape(server: str) -> None:
     refused = httpx.post(f"{server}/v1/chat/completions", json={}, headers={"x-api-key": "wrong"})
     assert refused.status_code == 401 and "type" not in refused.json()
+
+
+def test_pings_keep_a_slow_stream_alive(
+    pool: ModelPool, server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ember.app.server.anthropic import stream
+
+    monkeypatch.setattr(stream, "PING_S", 0.05)
+    slow = ScriptedBackend("slow", ["a", "b"], delay_s=0.5)
+    monkeypatch.setattr(pool, "_load", lambda name: slow)
+    monkeypatch.setattr(pool, "_is_served", lambda name: name == "slow")
+    try:
+        body = {"model": "slow", "max_tokens": 5, "messages": HI, "stream": True}
+        with httpx.stream("POST", f"{server}/v1/messages", json=body,
+                          headers={"x-api-key": KEY}) as response:  # fmt: skip
+            kinds = [line[7:] for line in response.iter_lines() if line.startswith("event: ")]
+    finally:
+        pool.unload("slow")
+    first_text = kinds.index("content_block_start")
+    assert kinds.count("ping") >= 3 and "ping" in kinds[2:first_text]  # while "prefilling"
+    assert kinds[-2:] == ["message_delta", "message_stop"]
+
+
+def test_guard_refusals_take_anthropics_shape(server: str) -> None:
+    too_big = httpx.post(f"{server}/v1/messages", content=b"x" * (2 << 20),
+                         headers={"x-api-key": KEY})  # fmt: skip
+    assert too_big.status_code == 413
+    assert too_big.json()["error"]["type"] == "request_too_large"
+    foreign = httpx.post(f"{server}/v1/messages/count_tokens", json={},
+                         headers={"x-api-key": KEY, "Origin": "https://evil.example"})  # fmt: skip
+    assert foreign.status_code == 403 and foreign.json()["error"]["type"] == "permission_error"

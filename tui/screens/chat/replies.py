@@ -4,10 +4,9 @@ ChatScreen they act on (ChatSession keeps the state)."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING
 
-from ember.engine.api import Stats
+from ember.app.history.reply_stats import usable_stats
 from ember.tui.chat.session import empty_reply_note
 from ember.tui.messages import BackendLoaded, ReplyDelta, ReplyFailed, ReplyFinished, ReplyStarted
 from ember.tui.notices import notify_error
@@ -24,12 +23,9 @@ def show_last_stats(screen: ChatScreen) -> None:
     info = screen.query_one(StatusBar).info
     info.clear_reply()
     last = screen.session.last("assistant")
-    if last is not None and last.stats:
-        known = {f.name for f in dataclasses.fields(Stats)}
-        try:
-            info.apply_stats(Stats(**{k: v for k, v in last.stats.items() if k in known}))
-        except TypeError:
-            info.clear_reply()  # stats written by another version: show none
+    stats = usable_stats(last.stats) if last is not None else None
+    if stats is not None:  # what another version or program stored badly is left out
+        info.apply_stats(stats)
 
 
 def backend_loaded(screen: ChatScreen, event: BackendLoaded) -> None:
