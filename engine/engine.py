@@ -319,7 +319,12 @@ class Engine:
     def _after_forward(self, item: ScheduledSeq, rows: np.ndarray, now: float) -> None:
         seq = item.seq
         state = self._states[seq.seq_id]
+        prefilling = seq.is_prefilling
         seq.num_processed += item.num_tokens
+        if prefilling and self.options.progress and item.num_tokens < seq.num_prompt_tokens:
+            # a prompt longer than one chunk: say how far its prefill is (app/progress.py)
+            total = seq.num_prompt_tokens
+            self.options.progress("prefill", min(seq.num_processed, total), total)
         if seq.num_pending:  # mid-prompt chunk: nothing to sample yet
             self.blocks.register_full_blocks(seq)
             return

@@ -5,7 +5,8 @@ resolved). Part of the contract engine/api.py gathers."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -39,6 +40,7 @@ class ModelFiles:
             raise EngineError(f"model {self.name}: digest {self.digest!r} is not a SHA-256")
 
 
+Progress = Callable[[str, int, int], None]  # (stage, done, total): EngineOptions.progress
 AUTO_CTX = 0  # EngineOptions.ctx: the largest context that fits free RAM (engine/context_size.py)
 
 
@@ -68,6 +70,10 @@ class EngineOptions:
     remote_url: str = ""
     remote_api_key: str = ""
     chat_format: str = "auto"  # auto | template | scaffold (base-model chat)
+    # what a long wait is doing and how far: progress(stage, done, total), from the loading
+    # thread (the CPU kernels, weights layer by layer) and the engine thread (a long prefill,
+    # chunk by chunk); app shows it (app/progress.py). Not part of equality.
+    progress: Progress | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.threads < 0:

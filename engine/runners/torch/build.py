@@ -24,6 +24,7 @@ from ember.engine.runners.torch.weights import (
 )
 
 if TYPE_CHECKING:
+    from ember.engine.api import Progress
     from ember.engine.runners.torch.native.kernels import Kernels
 
 
@@ -216,8 +217,10 @@ def build_model(
     opts: BuildOptions,
     cache_root: Path | None = None,
     kernels: Kernels | None = None,
+    progress: Progress | None = None,
 ) -> Transformer:
-    """Assemble the Transformer for src with opts (weights leave the mmap layer by layer).
+    """Assemble the Transformer for src with opts (weights leave the mmap layer by layer;
+    progress hears each layer: "packing weights" when the packed cache has none yet).
 
     With kernels (the native library; see native_ready), every matrix stays in the file's
     mmap in its GGUF form and nothing is converted or cached. Otherwise, with cache_root (CPU
@@ -229,7 +232,13 @@ def build_model(
         cache = PackedCache.open(cache_root, cache_key(src.path, src.digest, options))
     b = _Builder(src, opts, cache, kernels)
     cfg: ModelConfig = src.config
-    layers = [b.layer(i) for i in range(cfg.n_layers)]
+    packing = kernels is None and cache.path is not None and cache.found is None
+    stage = "packing weights (first run of this model)" if packing else "loading weights"
+    layers = []
+    for i in range(cfg.n_layers):
+        layers.append(b.layer(i))
+        if progress is not None:
+            progress(stage, i + 1, cfg.n_layers)
     model = Transformer(cfg, b.embedding(), layers, b.norm("output_norm.weight"), b.head())
     cache.save()
     return model

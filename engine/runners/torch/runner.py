@@ -24,7 +24,7 @@ from ember.engine.runners.torch.loader import ModelSource, open_model
 from ember.engine.runners.torch.model import StepContext, Transformer
 
 if TYPE_CHECKING:
-    from ember.engine.api import EngineOptions
+    from ember.engine.api import EngineOptions, Progress
     from ember.engine.runners.torch.native.kernels import Kernels
     from ember.engine.runners.torch.native.model import NativeModel
     from ember.models.text.tokenizers.base import Tokenizer
@@ -164,7 +164,8 @@ class TorchRunner:
             governor = ThreadGovernor(opts.threads)
             governor.attach(torch.set_num_threads)
         src = open_model(path, digest)
-        kernels = _native_kernels(opts, device, src)
+        progress = getattr(options, "progress", None)  # EngineOptions.progress
+        kernels = _native_kernels(opts, device, src, progress)
         dtype = opts.resolve_dtype(device, native=kernels is not None)
         kv_dtype = opts.resolve_kv_dtype(dtype, native=kernels is not None)
         build = BuildOptions(
@@ -175,7 +176,7 @@ class TorchRunner:
         )
         root = Path(opts.packed_cache_dir) if opts.packed_cache_dir and digest else None
         with torch.inference_mode():
-            model = build_model(src, build, root, kernels)
+            model = build_model(src, build, root, kernels, progress)
         native = None
         if kernels is not None and not src.config.n_experts:  # MoE steps run layer by layer
             from ember.engine.runners.torch.native.kernels import mat_of
@@ -318,8 +319,11 @@ def _first_layer(cfg: Any, sliding: bool) -> int:
     return next(i for i in range(cfg.n_layers) if cfg.is_sliding(i) == sliding)
 
 
-def _native_kernels(opts: TorchOptions, device: torch.device, src: ModelSource) -> Kernels | None:
-    """The native kernels when this load can use them (kernels=native insists: EngineError)."""
+def _native_kernels(
+    opts: TorchOptions, device: torch.device, src: ModelSource, progress: Progress | None = None
+) -> Kernels | None:
+    """The native kernels when this load can use them (kernels=native insists: EngineError);
+    progress hears their preparation (a compile on this machine's first run)."""
     if opts.kernels == "torch" or device.type != "cpu":
         if opts.kernels == "native":
             raise EngineError(f"kernels native: only on the CPU (device is {device.type})")
@@ -333,7 +337,12 @@ def _native_kernels(opts: TorchOptions, device: torch.device, src: ModelSource) 
     if not reason:
         from ember.engine.runners.torch.native.kernels import Kernels, native_build
 
+        stage = "preparing the CPU kernels (compiled on the first run)"
+        if progress is not None:
+            progress(stage, 0, 1)
         build = native_build(_native_dir(opts))
+        if progress is not None:
+            progress(stage, 1, 1)
         reason = build.reason
         kernels = Kernels(build.lib) if build.lib is not None else None
     if reason and opts.kernels == "native":
