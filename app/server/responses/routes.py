@@ -7,6 +7,7 @@ import json
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+from ember.app.server.context_fit import openai_error, overflow
 from ember.app.server.errors import RequestInvalid
 from ember.app.server.io import error_response, finish_or_abort, next_event, read_json
 from ember.app.server.responses.output import Event, ResponseBuilder
@@ -90,6 +91,10 @@ def routes(pool: ModelPool, guard: Guard, store: ResponseStore | None = None) ->
         except EmberError as exc:  # the model exists but failed to load
             return error_response(503, str(exc), "model")
         try:
+            explicit = body.get("max_output_tokens") is not None
+            if (exceeded := await overflow(backend, parsed.request, explicit)) is not None:
+                pool.release(name)
+                return openai_error(exceeded)
             handle = backend.submit(parsed.request)
         except EmberError as exc:
             pool.release(name)
