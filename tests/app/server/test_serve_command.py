@@ -15,11 +15,11 @@ from ember.app.loading import open_registry
 from tests.app.server.server_harness import ember_serve
 
 
-@pytest.fixture
-def served(tiny_models: Any, ember_home: Path) -> Iterator[str]:
+@pytest.fixture(params=["llama", "qwen3moe"])  # a dense family and a mixture of experts
+def served(tiny_models: Any, ember_home: Path, request: pytest.FixtureRequest) -> Iterator[str]:
     """`ember serve` on a free port over this test's EMBER_HOME, with one registered model."""
     registry = open_registry()
-    registry.add_path(tiny_models.gguf("llama", "Q8_0"), name="tiny")
+    registry.add_path(tiny_models.gguf(request.param, "Q8_0"), name="tiny")
     args = ("--runner", "torch", "--device", "cpu", "--threads", "1")
     ember_home.mkdir(parents=True, exist_ok=True)
     with ember_serve(ember_home, dict(os.environ), *args) as url:
