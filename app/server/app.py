@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from ember.app.server.choices import merged_whole, stream_many
+from ember.app.server.context_fit import openai_error, overflow
 from ember.app.server.io import error_response, finish_or_abort, next_event, read_json
 from ember.app.server.openai import Completion
 from ember.app.server.pool import ModelPool
@@ -77,6 +78,11 @@ def _make_endpoint(pool: ModelPool, guard: Guard, chat: bool) -> Callable[[Reque
         except EmberError as exc:  # the model exists but failed to load
             return _error(503, str(exc), "model")
         try:
+            explicit = any(body.get(k) is not None for k in ("max_tokens", "max_completion_tokens"))
+            for choice in parsed.choices:  # context_fit.py: llama-server's 400 when it cannot fit
+                if (exceeded := await overflow(backend, choice, explicit)) is not None:
+                    pool.release(name)
+                    return openai_error(exceeded)
             handles = [backend.submit(choice) for choice in parsed.choices]
         except EmberError as exc:
             pool.release(name)

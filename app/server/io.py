@@ -10,10 +10,12 @@ from ember.app.server.errors import RequestInvalid
 from ember.text import escape
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from starlette.requests import Request
     from starlette.responses import Response
 
-    from ember.engine.api import Finished, RequestHandle
+    from ember.engine.api import Finished, RequestHandle, TextDelta
 
 
 def error_response(status: int, message: str, param: str | None = None) -> Response:
@@ -65,10 +67,13 @@ async def next_event(iterator: Any) -> Any:
     )
 
 
-async def finish_or_abort(handle: RequestHandle, request: Request) -> Finished:
+async def finish_or_abort(
+    handle: RequestHandle, request: Request, on_delta: Callable[[TextDelta], Any] | None = None
+) -> Finished:
     """The request's Finished event for a non-streamed reply; if the client goes away first
     (even mid-prefill, when no event comes for a long time) the request is aborted at once, so
-    no work goes on for nobody. Every non-streamed route waits through here."""
+    no work goes on for nobody. Every non-streamed route waits through here. on_delta: called
+    with each TextDelta on the way (a route that builds its reply delta by delta)."""
     import anyio
 
     from ember.engine.api import Finished
@@ -85,6 +90,8 @@ async def finish_or_abort(handle: RequestHandle, request: Request) -> Finished:
             while (event := await next_event(iterator)) is not None:
                 if isinstance(event, Finished):
                     return event
+                if on_delta is not None:
+                    on_delta(event)
         finally:
             group.cancel_scope.cancel()
             handle.abort()  # no-op once finished

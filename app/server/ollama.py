@@ -20,6 +20,7 @@ from ember.app.server.errors import RequestInvalid
 from ember.app.server.io import finish_or_abort, next_event, plain_error, read_json
 from ember.app.server.logprobs import LogprobShaper
 from ember.app.server.ollama_requests import parse_chat, parse_generate
+from ember.app.server.ollama_truncate import truncate_to_fit
 from ember.engine.api import Finished, TextDelta, TokenLogprob
 from ember.errors import EmberError
 
@@ -168,6 +169,8 @@ def routes(pool: ModelPool, guard: Guard, embedders: EmbedderPool | None = None)
         return JSONResponse(show_body(name, card, facts))
 
     async def generate(request: Request, chat: bool) -> Response:
+        import anyio
+
         started = time.perf_counter()
         try:
             body = await read_json(request, guard.max_body_bytes)
@@ -184,7 +187,8 @@ def routes(pool: ModelPool, guard: Guard, embedders: EmbedderPool | None = None)
             pool.release(name, keep_alive_s=keep)
             done = {"model": name, "created_at": _now(), "response": "", "done": True}
             return JSONResponse(done | {"done_reason": "unload" if keep == 0 else "load"})
-        try:
+        try:  # past the context: cut as Ollama does, and log it (ollama_truncate.py)
+            gen = await anyio.to_thread.run_sync(truncate_to_fit, backend, gen)
             handle = backend.submit(gen)
         except EmberError as exc:
             pool.release(name, keep_alive_s=keep)

@@ -12,6 +12,7 @@ from ember.app.server.anthropic.errors import error_response
 from ember.app.server.anthropic.reply import MessageReply
 from ember.app.server.anthropic.request import MessagesRequest, parse_messages
 from ember.app.server.anthropic.stream import message_events
+from ember.app.server.context_fit import anthropic_message, overflow
 from ember.app.server.errors import RequestInvalid
 from ember.app.server.io import finish_or_abort, read_json
 from ember.engine.api import Backend
@@ -71,6 +72,9 @@ def routes(pool: ModelPool, guard: Guard) -> list[Route]:
             return accepted
         parsed, name, backend = accepted
         try:
+            if (exceeded := await overflow(backend, parsed.request, False)) is not None:
+                pool.release(name)  # context_fit.py: the prompt must leave room for a reply
+                return error_response(400, anthropic_message(exceeded))
             handle = backend.submit(parsed.request)
         except EmberError as exc:
             pool.release(name)

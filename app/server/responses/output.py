@@ -15,7 +15,7 @@ import uuid
 from typing import Any
 
 from ember.app.reply_splitter import ReplySplitter
-from ember.engine.api import Finished
+from ember.engine.api import Finished, TextDelta
 from ember.models.text.tool_calls import ArgsDelta, CallStart, ToolCall
 
 Event = dict[str, Any]
@@ -96,6 +96,11 @@ class ResponseBuilder:
         for call in calls:
             events += self._call(call)
         return events
+
+    def feed_delta(self, delta: TextDelta) -> None:
+        """A non-streamed reply: the delta goes into the body; its events are not sent."""
+        if delta.text:
+            self.feed(delta.text, len(delta.token_ids))
 
     def _index(self) -> int:
         return len(self.body["output"]) - 1

@@ -7,8 +7,9 @@ import json
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+from ember.app.server.context_fit import openai_error, overflow
 from ember.app.server.errors import RequestInvalid
-from ember.app.server.io import error_response, next_event, read_json
+from ember.app.server.io import error_response, finish_or_abort, next_event, read_json
 from ember.app.server.responses.output import Event, ResponseBuilder
 from ember.app.server.responses.request import ResponsesRequest, parse_responses
 from ember.app.server.responses.store import ResponseStore, fits
@@ -90,6 +91,10 @@ def routes(pool: ModelPool, guard: Guard, store: ResponseStore | None = None) ->
         except EmberError as exc:  # the model exists but failed to load
             return error_response(503, str(exc), "model")
         try:
+            explicit = body.get("max_output_tokens") is not None
+            if (exceeded := await overflow(backend, parsed.request, explicit)) is not None:
+                pool.release(name)
+                return openai_error(exceeded)
             handle = backend.submit(parsed.request)
         except EmberError as exc:
             pool.release(name)
@@ -97,8 +102,8 @@ def routes(pool: ModelPool, guard: Guard, store: ResponseStore | None = None) ->
         extra = {"store": parsed.store, "previous_response_id": parsed.previous_response_id}
         tools = bool(parsed.request.offered_tools)
         out = ResponseBuilder(name, backend.info.tool_format, tools, parsed.echo, extra)
-        events = _events(handle, out)
         if parsed.stream:
+            events = _events(handle, out)
 
             async def body_iter() -> AsyncIterator[str]:
                 try:
@@ -110,18 +115,16 @@ def routes(pool: ModelPool, guard: Guard, store: ResponseStore | None = None) ->
 
             return StreamingResponse(body_iter(), media_type="text/event-stream")
         try:
-            async for _event in events:
-                if await request.is_disconnected():
-                    break
+            fin = await finish_or_abort(handle, request, out.feed_delta)  # aborts on disconnect
         finally:
-            await events.aclose()
             pool.release(name)
+        if fin.reason == "abort":  # the client went away
+            return error_response(499, "the client disconnected")
+        out.finish(fin)
         if out.body["status"] == "failed" and out.body["error"]["code"] == "invalid_prompt":
             return error_response(400, out.body["error"]["message"], "input")
         if out.body["status"] == "failed":
             return error_response(500, out.body["error"]["message"])
-        if out.body["status"] == "in_progress":  # the client went away
-            return error_response(499, "the client disconnected")
         keep(parsed, out)
         return JSONResponse(out.body)
 

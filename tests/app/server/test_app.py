@@ -226,6 +226,7 @@ def test_client_disconnect_aborts_request() -> None:
         ("/v1/completions", {"prompt": "x"}),
         ("/api/chat", {"messages": [{"role": "user", "content": "x"}], "stream": False}),
         ("/api/generate", {"prompt": "x", "stream": False}),
+        ("/v1/responses", {"input": "x", "store": False}),
     ],
 )
 def test_a_non_streamed_request_is_aborted_when_its_client_goes_away(

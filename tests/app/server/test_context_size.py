@@ -1,0 +1,86 @@
+"""A request past the context (issue 23 part 4): the OpenAI routes answer llama-server's 400
+(`exceed_context_size_error` with `n_prompt_tokens` and `n_ctx`) when the prompt cannot fit, or
+prompt + an explicit max_tokens cannot; the Anthropic route refuses a prompt that cannot fit
+in its own shape. The real
+app under uvicorn, a real EngineThread over the fake runner (a byte-level tokenizer)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from ember.app.server.pool import ModelPool
+from ember.app.server.security import Guard
+from ember.engine.api import EngineOptions
+from ember.engine.load import load_engine
+from tests.app.server.server_harness import running_server
+
+CTX = 1024
+LONG = "a" * (2 * CTX)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    def load(name: str):
+        options = EngineOptions(model="fake", runner="fake", ctx=CTX, prefix_disk_bytes=0)
+        return load_engine(options)
+
+    pool = ModelPool(load, lambda: ["fake"], default_model="fake", max_tokens_cap=64)
+    with running_server(pool, Guard(bind_host="127.0.0.1")) as url:
+        yield url
+
+
+def _post(url: str, body: dict[str, Any]) -> httpx.Response:
+    return httpx.post(url, json={"model": "fake", **body}, timeout=60)
+
+
+def _exceeded(reply: httpx.Response, n_prompt_tokens: int | None = None) -> None:
+    assert reply.status_code == 400, reply.text
+    error = reply.json()["error"]
+    assert error["type"] == "exceed_context_size_error" and error["n_ctx"] == CTX
+    assert error["n_prompt_tokens"] == (n_prompt_tokens or error["n_prompt_tokens"])
+    assert "exceeds the available context size" in error["message"]
+
+
+def test_prompt_plus_an_explicit_max_tokens_past_the_context_is_refused(server: str) -> None:
+    url = f"{server}/v1/completions"
+    probe = _post(url, {"prompt": "a" * 100, "max_tokens": 1})
+    overhead = probe.json()["usage"]["prompt_tokens"] - 100  # <bos>
+    prompt = "a" * (1000 - overhead)  # 1000 prompt tokens
+    _exceeded(_post(url, {"prompt": prompt, "max_tokens": 64}), n_prompt_tokens=1000)
+    fits = _post(url, {"prompt": prompt, "max_tokens": 24})  # 1000 + 24 == n_ctx
+    assert fits.status_code == 200 and fits.json()["usage"]["prompt_tokens"] == 1000
+    # no max_tokens given: the sink window lets the reply go on, so only the prompt must fit
+    assert _post(url, {"prompt": prompt}).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/completions", {"prompt": LONG}),
+        ("/v1/completions", {"prompt": ["hi", LONG]}),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": LONG}]}),
+        ("/v1/responses", {"input": LONG, "store": False}),
+    ],
+)
+def test_a_prompt_past_the_context_is_refused_on_every_openai_route(
+    server: str, path: str, body: dict[str, Any]
+) -> None:
+    _exceeded(_post(f"{server}{path}", body))
+    ok = _post(f"{server}/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]})
+    assert ok.status_code == 200  # the engine goes on
+
+
+def test_the_anthropic_route_refuses_in_its_own_shape(server: str) -> None:
+    url = f"{server}/v1/messages"
+    long = {"max_tokens": 8, "messages": [{"role": "user", "content": LONG}]}
+    reply = _post(url, long)
+    assert reply.status_code == 400
+    assert reply.json()["type"] == "error"
+    assert reply.json()["error"]["type"] == "invalid_request_error"
+    assert reply.json()["error"]["message"].startswith("prompt is too long: ")
+    near = {"max_tokens": 64, "messages": [{"role": "user", "content": "a" * 990}]}
+    assert _post(url, near).status_code == 200  # max_tokens is bounded by the cap, not the rest
