@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 from ember.app.server.choices import merged_whole, stream_many
 from ember.app.server.context_fit import openai_error, overflow
-from ember.app.server.io import error_response, finish_or_abort, next_event, read_json
+from ember.app.server.io import (
+    error_response,
+    finish_or_abort,
+    next_event,
+    read_json,
+    sse_response,
+)
 from ember.app.server.openai import Completion
 from ember.app.server.pool import ModelPool
 from ember.app.server.schema import ParsedRequest, RequestInvalid, parse_chat, parse_completion
@@ -67,7 +73,7 @@ def _make_endpoint(pool: ModelPool, guard: Guard, chat: bool) -> Callable[[Reque
     parse = parse_chat if chat else parse_completion
 
     async def endpoint(request: Request) -> Response:
-        from starlette.responses import JSONResponse, StreamingResponse
+        from starlette.responses import JSONResponse
 
         try:
             body = await _read_json(request, guard.max_body_bytes)
@@ -97,16 +103,7 @@ def _make_endpoint(pool: ModelPool, guard: Guard, chat: bool) -> Callable[[Reque
             out.id, out.created = outs[0].id, outs[0].created
         if parsed.stream:
             chunks = stream_many(handles, outs, parsed.include_usage, _chunks, parsed.prompts)
-
-            async def body_iter() -> AsyncIterator[str]:
-                try:
-                    async for piece in chunks:
-                        yield piece
-                finally:
-                    await chunks.aclose()
-                    pool.release(name)
-
-            return StreamingResponse(body_iter(), media_type="text/event-stream")
+            return sse_response(chunks, lambda: pool.release(name))
         try:
             fins = list(await asyncio.gather(*(finish_or_abort(h, request) for h in handles)))
         finally:

@@ -1,4 +1,4 @@
-"""HTTP plumbing shared by the OpenAI and Ollama routes: bounded JSON bodies, errors, events."""
+"""HTTP plumbing shared by every API's routes: bounded JSON bodies, errors, waiting, streams."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from ember.app.server.errors import RequestInvalid
 from ember.text import escape
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import AsyncGenerator, AsyncIterator, Callable
 
     from starlette.requests import Request
     from starlette.responses import Response
@@ -96,3 +96,32 @@ async def finish_or_abort(
             group.cancel_scope.cancel()
             handle.abort()  # no-op once finished
     return handle.result()
+
+
+async def finish_and_release(
+    handle: RequestHandle,
+    request: Request,
+    release: Callable[[], None],
+    on_delta: Callable[[TextDelta], Any] | None = None,
+) -> Finished:
+    """finish_or_abort, then release (the model goes back to the pool however the wait ends)."""
+    try:
+        return await finish_or_abort(handle, request, on_delta)
+    finally:
+        release()
+
+
+def sse_response(pieces: AsyncGenerator[str, None], release: Callable[[], None]) -> Response:
+    """pieces as a text/event-stream. However the stream ends (done, failed, client gone),
+    pieces is closed first (its finally aborts an unfinished request), then release runs."""
+    from starlette.responses import StreamingResponse
+
+    async def body() -> AsyncIterator[str]:
+        try:
+            async for piece in pieces:
+                yield piece
+        finally:
+            await pieces.aclose()
+            release()
+
+    return StreamingResponse(body(), media_type="text/event-stream")

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ember.app.reply_splitter import ReplySplitter
 from ember.app.server.errors import RequestInvalid
-from ember.app.server.io import finish_or_abort, next_event, plain_error, read_json
+from ember.app.server.io import finish_and_release, next_event, plain_error, read_json
 from ember.app.server.logprobs import LogprobShaper
 from ember.app.server.ollama_requests import parse_chat, parse_generate
 from ember.app.server.ollama_truncate import truncate_to_fit
@@ -220,10 +220,9 @@ def routes(pool: ModelPool, guard: Guard, embedders: EmbedderPool | None = None)
 
         if stream:
             return StreamingResponse(lines(), media_type="application/x-ndjson")
-        try:
-            fin = await finish_or_abort(handle, request)
-        finally:
-            pool.release(name, keep_alive_s=keep)
+        fin = await finish_and_release(
+            handle, request, lambda: pool.release(name, keep_alive_s=keep)
+        )
         if fin.reason == "error":
             return plain_error(400 if fin.refused else 500, fin.error)
         return JSONResponse(reply.whole(fin, started))

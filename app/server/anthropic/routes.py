@@ -6,7 +6,7 @@ and says how to map a name (`ember serve --alias 'claude-*=MODEL'`)."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ember.app.server.anthropic.errors import error_response
 from ember.app.server.anthropic.reply import MessageReply
@@ -14,7 +14,7 @@ from ember.app.server.anthropic.request import MessagesRequest, parse_messages
 from ember.app.server.anthropic.stream import message_events
 from ember.app.server.context_fit import anthropic_message, overflow
 from ember.app.server.errors import RequestInvalid
-from ember.app.server.io import finish_or_abort, read_json
+from ember.app.server.io import finish_and_release, read_json, sse_response
 from ember.engine.api import Backend
 from ember.errors import EmberError
 
@@ -63,7 +63,7 @@ async def _accepted(
 
 
 def routes(pool: ModelPool, guard: Guard) -> list[Route]:
-    from starlette.responses import JSONResponse, StreamingResponse
+    from starlette.responses import JSONResponse
     from starlette.routing import Route
 
     async def messages(request: Request) -> Response:
@@ -82,19 +82,8 @@ def routes(pool: ModelPool, guard: Guard) -> list[Route]:
         tools = bool(parsed.request.offered_tools)
         reply = MessageReply(name, backend.info.tool_format, tools, parsed.single_call)
         if parsed.stream:
-
-            async def body() -> Any:
-                try:
-                    async for piece in message_events(handle, reply):
-                        yield piece
-                finally:
-                    pool.release(name)
-
-            return StreamingResponse(body(), media_type="text/event-stream")
-        try:
-            fin = await finish_or_abort(handle, request)  # io.py: aborts on disconnect
-        finally:
-            pool.release(name)
+            return sse_response(message_events(handle, reply), lambda: pool.release(name))
+        fin = await finish_and_release(handle, request, lambda: pool.release(name))
         if fin.reason == "error":
             return error_response(400 if fin.refused else 500, fin.error or "generation failed")
         return JSONResponse(reply.whole(fin))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from ember.app.reply_splitter import CallEvent
@@ -106,7 +106,7 @@ def _pump(handle: RequestHandle, loop: asyncio.AbstractEventLoop, queue: asyncio
             return
 
 
-async def message_events(handle: RequestHandle, reply: MessageReply) -> AsyncIterator[str]:
+async def message_events(handle: RequestHandle, reply: MessageReply) -> AsyncGenerator[str, None]:
     """The whole event stream of one request; the request is aborted if the client leaves."""
     queue: asyncio.Queue[Event] = asyncio.Queue()
     loop = asyncio.get_running_loop()

@@ -10,12 +10,18 @@ tokens gets a 400 that says so; repository context (non-empty input_extra) is re
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ember.app.server.errors import RequestInvalid
-from ember.app.server.io import error_response, finish_or_abort, next_event, read_json
+from ember.app.server.io import (
+    error_response,
+    finish_and_release,
+    next_event,
+    read_json,
+    sse_response,
+)
 from ember.app.server.schema import MAX_PROMPT_CHARS, ParsedRequest, parse_completion
 from ember.engine.api import Finished, RequestHandle, TextDelta
 from ember.errors import EmberError
@@ -76,7 +82,7 @@ def _final(name: str, fin: Finished) -> dict[str, Any]:
     }
 
 
-async def _stream(handle: RequestHandle, name: str) -> AsyncIterator[str]:
+async def _stream(handle: RequestHandle, name: str) -> AsyncGenerator[str, None]:
     iterator = iter(handle)
     finished = False
     try:
@@ -95,7 +101,7 @@ async def _stream(handle: RequestHandle, name: str) -> AsyncIterator[str]:
 
 
 def routes(pool: ModelPool, guard: Guard) -> list[Route]:
-    from starlette.responses import JSONResponse, StreamingResponse
+    from starlette.responses import JSONResponse
     from starlette.routing import Route
 
     async def infill(request: Request) -> Response:
@@ -113,19 +119,8 @@ def routes(pool: ModelPool, guard: Guard) -> list[Route]:
             pool.release(name)
             return error_response(400, str(exc), "input_suffix")
         if parsed.stream:
-
-            async def body_iter() -> AsyncIterator[str]:
-                try:
-                    async for piece in _stream(handle, name):
-                        yield piece
-                finally:
-                    pool.release(name)
-
-            return StreamingResponse(body_iter(), media_type="text/event-stream")
-        try:
-            fin = await finish_or_abort(handle, request)  # io.py: aborts on disconnect
-        finally:
-            pool.release(name)
+            return sse_response(_stream(handle, name), lambda: pool.release(name))
+        fin = await finish_and_release(handle, request, lambda: pool.release(name))
         if fin.reason == "error":  # refused: no FIM tokens in this model's vocabulary
             status = 400 if fin.refused else 500
             return error_response(status, fin.error, "model" if fin.refused else None)

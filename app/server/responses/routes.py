@@ -4,12 +4,19 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
 from ember.app.server.context_fit import openai_error, overflow
 from ember.app.server.errors import RequestInvalid
-from ember.app.server.io import error_response, finish_or_abort, next_event, read_json
+from ember.app.server.io import (
+    error_response,
+    finish_and_release,
+    next_event,
+    read_json,
+    sse_response,
+)
 from ember.app.server.responses.output import Event, ResponseBuilder
 from ember.app.server.responses.request import ResponsesRequest, parse_responses
 from ember.app.server.responses.store import ResponseStore, fits
@@ -65,7 +72,7 @@ def _load_earlier(body: Any, store: ResponseStore) -> list[dict[str, Any]] | Non
 def routes(pool: ModelPool, guard: Guard, store: ResponseStore | None = None) -> list[Route]:
     """The routes; store: where responses are kept (default: responses.sqlite3 in Ember's data
     folder, opened on first use)."""
-    from starlette.responses import JSONResponse, StreamingResponse
+    from starlette.responses import JSONResponse
     from starlette.routing import Route
 
     from ember.paths import get_paths
@@ -103,21 +110,15 @@ def routes(pool: ModelPool, guard: Guard, store: ResponseStore | None = None) ->
         tools = bool(parsed.request.offered_tools)
         out = ResponseBuilder(name, backend.info.tool_format, tools, parsed.echo, extra)
         if parsed.stream:
-            events = _events(handle, out)
 
-            async def body_iter() -> AsyncIterator[str]:
-                try:
+            async def pieces() -> AsyncGenerator[str, None]:
+                async with aclosing(_events(handle, out)) as events:
                     async for event in events:
                         yield _sse(event)
-                    keep(parsed, out)
-                finally:
-                    pool.release(name)
+                keep(parsed, out)  # only a stream that ran to its end is stored
 
-            return StreamingResponse(body_iter(), media_type="text/event-stream")
-        try:
-            fin = await finish_or_abort(handle, request, out.feed_delta)  # aborts on disconnect
-        finally:
-            pool.release(name)
+            return sse_response(pieces(), lambda: pool.release(name))
+        fin = await finish_and_release(handle, request, lambda: pool.release(name), out.feed_delta)
         if fin.reason == "abort":  # the client went away
             return error_response(499, "the client disconnected")
         out.finish(fin)
