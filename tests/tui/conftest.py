@@ -100,6 +100,13 @@ async def wait_idle(pilot: Pilot) -> None:
     await pilot.pause()
 
 
+async def send_turns(pilot: Pilot, *texts: str) -> None:
+    """Send each text in turn, waiting for its reply to finish before the next."""
+    for text in texts:
+        await send(pilot, text)
+        await wait_idle(pilot)
+
+
 def screen_text(app: App[None]) -> str:
     """The current screen as plain text, one line per terminal row.
 

@@ -12,7 +12,7 @@ from ember.tui.widgets.message_view import MessageView
 from ember.tui.widgets.prompt_input import PromptInput
 from ember.tui.widgets.status_bar import StatusBar
 
-from .conftest import SIZE, send, wait_for, wait_idle
+from .conftest import SIZE, send, send_turns, wait_for, wait_idle
 
 pytestmark = pytest.mark.anyio
 
@@ -54,10 +54,7 @@ async def test_send_streams_reply_and_stores_it(make_app, history, backends) -> 
 async def test_second_turn_sees_history_and_cached_prefix(make_app, history, backends) -> None:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
-        await send(pilot, "one")
-        await wait_idle(pilot)
-        await send(pilot, "two")
-        await wait_idle(pilot)
+        await send_turns(pilot, "one", "two")
         request = backends.last.requests[-1]
         assert [m.content for m in request.messages] == ["one", "Hello **there**, friend.", "two"]
         cached_tokens = _chat(app).query_one(StatusBar).info.cached_tokens
@@ -120,10 +117,7 @@ async def test_edit_earlier_message_continues_as_branch(make_app, history, backe
     backends.script.echo = True
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
-        await send(pilot, "alpha")
-        await wait_idle(pilot)
-        await send(pilot, "beta")
-        await wait_idle(pilot)
+        await send_turns(pilot, "alpha", "beta")
         chat = _chat(app)
         first_user = chat.query_one(MessageView).boxes()[0]
         first_user.focus()

@@ -7,7 +7,7 @@ import pytest
 
 from ember.tui.widgets.message_view import MessageView
 
-from .conftest import SIZE, screen_text, send, wait_for, wait_idle
+from .conftest import SIZE, screen_text, send, send_turns, wait_for, wait_idle
 
 pytestmark = pytest.mark.anyio
 
@@ -40,10 +40,7 @@ async def test_an_empty_reply_is_not_replayed_to_the_model(make_app, history, ba
     backends.script.replies = ["", "second"]
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
-        await send(pilot, "one")
-        await wait_idle(pilot)
-        await send(pilot, "two")
-        await wait_idle(pilot)
+        await send_turns(pilot, "one", "two")
     request = backends.last.requests[-1]
     roles = [m.role for m in request.messages]
     assert roles == ["user", "user"]  # the empty turn is left out, like a failed one
