@@ -18,6 +18,17 @@ from ember.app.server.pool import ModelPool
 from ember.app.server.security import Guard
 from tests.waiting import wait_until
 
+# The function the real-model SDK tests offer (each API wraps it in its own tool shape).
+WEATHER_FUNCTION = {
+    "name": "get_weather",
+    "description": "Current weather for a city",
+    "parameters": {
+        "type": "object",
+        "properties": {"city": {"type": "string", "maxLength": 30}},
+        "required": ["city"],
+    },
+}
+
 
 def free_port() -> int:
     with socket.socket() as s:

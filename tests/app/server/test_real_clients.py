@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.app.server.server_harness import serve_models
+from tests.app.server.server_harness import WEATHER_FUNCTION, serve_models
 
 pytestmark = pytest.mark.model
 pytest.importorskip("llguidance", reason="structured output needs llguidance")
@@ -32,18 +32,7 @@ PERSON = {
     "required": ["name", "age"],
     "additionalProperties": False,
 }
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Current weather for a city",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string", "maxLength": 30}},
-            "required": ["city"],
-        },
-    },
-}
+WEATHER = {"type": "function", "function": WEATHER_FUNCTION}
 
 
 @pytest.fixture(scope="module")

@@ -5,30 +5,18 @@ items sent back by hand)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.app.server.server_harness import ember_serve
+from tests.app.server.server_harness import WEATHER_FUNCTION, serve_models
 
 pytestmark = pytest.mark.model
 pytest.importorskip("llguidance", reason="tool_choice required needs llguidance")
 
 MODEL = "gemma3"
-WEATHER = {
-    "type": "function",
-    "name": "get_weather",
-    "description": "Current weather for a city",
-    "parameters": {
-        "type": "object",
-        "properties": {"city": {"type": "string", "maxLength": 30}},
-        "required": ["city"],
-    },
-}
+WEATHER = {"type": "function", **WEATHER_FUNCTION}
 
 
 @pytest.fixture(scope="module")
@@ -36,11 +24,8 @@ def client(starter_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Iter
     import openai
 
     home = tmp_path_factory.mktemp("serve_home")
-    env = {**os.environ, "EMBER_HOME": str(home), "HF_HUB_OFFLINE": "1"}
-    ember = [sys.executable, "-m", "ember"]
-    subprocess.run([*ember, "add", str(starter_gguf), "--name", MODEL], env=env, check=True,
-                   capture_output=True, timeout=300)  # fmt: skip
-    with ember_serve(home, env, "--model", MODEL, "--threads", "2", "--ctx", "1024") as url:
+    serve = ("--model", MODEL, "--threads", "2", "--ctx", "1024")
+    with serve_models(home, {MODEL: starter_gguf}, *serve) as url:
         yield openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=300)
     assert (home / "data" / "responses.sqlite3").is_file()  # stored in Ember's home
 
