@@ -58,3 +58,13 @@ def test_texts_become_their_token_ids_and_ids_are_checked_against_the_vocabulary
 def test_bad_entries_are_refused_by_name(bias: dict[str, object]) -> None:
     with pytest.raises(EngineError, match="sampling logit_bias"):
         SamplingParams(**bias)  # type: ignore[arg-type]
+
+
+def test_a_remote_server_gets_the_bias_in_its_own_forms() -> None:
+    from ember.engine.remote.sse import sampling_fields
+
+    ids = SamplingParams(logit_bias=((5, 2.0), (9, -math.inf)))
+    assert sampling_fields(ids)["logit_bias"] == {"5": 2.0, "9": -100.0}  # OpenAI's object
+    texts = SamplingParams(logit_bias=((5, 2.0),), logit_bias_text=(("hi", -100.0),))
+    assert sampling_fields(texts)["logit_bias"] == [[5, 2.0], ["hi", -100.0]]  # llama-server
+    assert "logit_bias" not in sampling_fields(SamplingParams())
