@@ -31,6 +31,7 @@ import numpy as np
 
 from ember.engine.api import ConstraintSpec
 from ember.engine.errors import EngineError
+from ember.engine.json_schema import check_repeats, prepare_schema
 
 if TYPE_CHECKING:
     from ember.models.text.tokenizers.base import Tokenizer
@@ -50,24 +51,42 @@ def _grammar(spec: ConstraintSpec) -> str:
         text = spec.text if spec.kind == "json_schema" else '{"type": "object"}'
         try:
             schema = json.loads(text)
+        except RecursionError:
+            raise EngineError("constraint json_schema: nested too deeply") from None
         except ValueError as exc:
             raise EngineError(f"constraint json_schema: not valid JSON ({exc})") from None
         if not isinstance(schema, dict | bool):
             raise EngineError("constraint json_schema: must be a JSON object")
+        text = json.dumps(prepare_schema(schema))  # checked, numbers bounded
         try:
             return str(matcher.grammar_from_json_schema(text, defaults=JSON_DEFAULTS))
         except ValueError as exc:
-            raise EngineError(f"constraint json_schema: {exc}") from None
+            raise EngineError(f"constraint json_schema: {short_error(str(exc))}") from None
+    check_repeats(spec.text, f"constraint {spec.kind}")
     if spec.kind == "regex":
-        return str(matcher.grammar_from_regex(spec.text))
+        try:
+            return str(matcher.grammar_from_regex(spec.text))
+        except ValueError as exc:
+            raise EngineError(f"constraint regex: {short_error(str(exc))}") from None
     if spec.kind == "gbnf":
         from llguidance.gbnf_to_lark import any_to_lark
 
         try:
             return str(matcher.grammar_from_lark(any_to_lark(spec.text)))
         except Exception as exc:  # noqa: BLE001 - the converter raises many kinds
-            raise EngineError(f"constraint gbnf: {exc}") from None
-    return str(matcher.grammar_from_lark(spec.text))
+            raise EngineError(f"constraint gbnf: {short_error(str(exc))}") from None
+    try:
+        return str(matcher.grammar_from_lark(spec.text))
+    except ValueError as exc:
+        raise EngineError(f"constraint {spec.kind}: {short_error(str(exc))}") from None
+
+
+def short_error(message: str) -> str:
+    """llguidance's message without the parser state it appends: its first line, at most 200
+    characters (a client sees why, not the compiler's internals)."""
+    first = message.split("<state>")[0].strip().splitlines()
+    line = first[0] if first else "rejected"
+    return line if len(line) <= 200 else line[:199] + "\u2026"
 
 
 class _Encoder:
@@ -142,10 +161,10 @@ class ConstraintCompiler:
         grammar = _grammar(spec)
         error = llguidance.LLMatcher.validate_grammar(grammar, tokenizer)
         if error:
-            raise EngineError(f"constraint {spec.kind}: {error.splitlines()[0]}")
+            raise EngineError(f"constraint {spec.kind}: {short_error(error)}")
         matcher = llguidance.LLMatcher(tokenizer, grammar, log_level=0)
         if matcher.is_error():
-            raise EngineError(f"constraint {spec.kind}: {matcher.get_error()}")
+            raise EngineError(f"constraint {spec.kind}: {short_error(matcher.get_error())}")
         return matcher
 
 
@@ -182,7 +201,7 @@ class Constraint:
         if not self._matcher.consume_token(int(token_id)):
             raise EngineError(
                 f"constraint {self.kind}: token {token_id} is not allowed here "
-                f"({self._matcher.get_error() or 'rejected'})"
+                f"({short_error(self._matcher.get_error() or 'rejected')})"
             )
 
     def rollback(self, num_tokens: int) -> None:
@@ -210,7 +229,7 @@ class Constraint:
 
     def _check(self) -> None:
         if self._matcher.is_error():
-            raise EngineError(f"constraint {self.kind}: {self._matcher.get_error()}")
+            raise EngineError(f"constraint {self.kind}: {short_error(self._matcher.get_error())}")
 
 
 class Lookahead:

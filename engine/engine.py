@@ -201,7 +201,9 @@ class Engine:
 
     def add_request(self, request: GenerationRequest, on_event: EventSink) -> None:
         """Queue a request; its events go to on_event (from inside step())."""
-        seq = Sequence(self.encode(request), request.sampling, request_id=request.request_id)
+        ids = self.encode(request)
+        self._refuse_oversized_tools(request, len(ids))
+        seq = Sequence(ids, request.sampling, request_id=request.request_id)
         chat = request.messages is not None and not self.prompts.takes_tool_path(request)
         # the chat format's stops end its turn, like an end-of-turn token: ignore_eos skips both;
         # the reply's leading space is the format's either way (a short reply is a prefix of a long)
@@ -222,6 +224,18 @@ class Engine:
         self.scheduler.add(seq)
         self._states[seq.seq_id] = state
         self._seq_of_request[request.request_id] = seq.seq_id
+
+    def _refuse_oversized_tools(self, request: GenerationRequest, prompt_tokens: int) -> None:
+        """Tools must stay in view: a prompt with tools that does not leave room for a reply in
+        the context is refused before anything is compiled or computed (eviction would drop
+        the tool definitions, and the request would spin through a prompt it cannot use)."""
+        if not request.offered_tools or prompt_tokens < self.context_limit:
+            return
+        raise EngineError(
+            f"request tools: the {len(request.offered_tools)} tools and the messages need "
+            f"{prompt_tokens} prompt tokens; the context holds {self.context_limit} "
+            "(offer fewer tools, or raise --ctx)"
+        )
 
     def abort(self, request_id: int) -> None:
         """Stop a request now: its blocks are freed before this returns."""

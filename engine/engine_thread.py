@@ -32,6 +32,8 @@ from ember.text import describe
 
 log = logging.getLogger("ember.engine")
 _POLL_S = 0.5  # how often a waiting call() checks that the engine thread is still alive
+MAX_RESTARTS = 3  # restarts of the serving loop allowed within RESTART_WINDOW_S
+RESTART_WINDOW_S = 60.0
 
 
 class Handle(EventStream):
@@ -62,6 +64,8 @@ class EngineThread:
         self.wedged_after_s = wedged_after_s
         self._cond = threading.Condition()
         self._inbox: list[tuple[str, Any]] = []
+        self._pending: list[tuple[str, Any]] = []  # taken from the inbox, not yet run
+        self.restarts = 0  # times the watchdog restarted the serving loop
         self._handles: dict[int, Handle] = {}
         self._closing = False
         self._failure = ""  # why the engine cannot serve any more ("" while it can)
@@ -137,23 +141,57 @@ class EngineThread:
 
     # ---- the engine thread ----------------------------------------------------------------
     def _loop(self) -> None:
+        """The thread's body and its watchdog: an exception that escapes the serving loop ends
+        the requests in flight and the loop starts again (at most MAX_RESTARTS times within
+        RESTART_WINDOW_S, and only once the engine is idle); past that, or on a BaseException
+        (SystemExit, KeyboardInterrupt), the engine is dead and says so."""
+        recent: list[float] = []
+        while True:
+            try:
+                self._serve()
+                return
+            except Exception as exc:
+                log.exception("engine thread failed")
+                reason = f"engine thread failed: {describe(exc)}"
+                self._busy_since = None
+                self._fail_all(reason)
+                now = time.monotonic()
+                recent = [t for t in recent if now - t < RESTART_WINDOW_S] + [now]
+                if len(recent) > MAX_RESTARTS or not self._idle_after_failure():
+                    self._die(f"engine thread stopped: {describe(exc)}")
+                    return
+                self.restarts += 1
+                log.warning("engine thread restarted (%d so far) after: %s", self.restarts, reason)
+            except BaseException as exc:  # noqa: BLE001 - the thread must never end silently
+                log.exception("engine thread stopped")
+                self._die(f"engine thread stopped: {describe(exc)}")
+                return
+
+    def _idle_after_failure(self) -> bool:
         try:
-            self._serve()
-        except BaseException as exc:  # noqa: BLE001 - the thread must never end silently
-            log.exception("engine thread stopped")
-            with self._cond:
-                self._failure = f"engine thread stopped: {describe(exc)}"
-            self._fail_all(self._failure)
-            self._drain_inbox("error", self._failure)
+            return not self.engine.has_work
+        except Exception:
+            log.exception("engine state unreadable after a failure")
+            return False
+
+    def _die(self, reason: str) -> None:
+        with self._cond:
+            self._failure = reason
+            self._inbox = self._pending + self._inbox
+            self._pending = []
+        self._fail_all(self._failure)
+        self._drain_inbox("error", self._failure)
 
     def _serve(self) -> None:
         while True:
             with self._cond:
-                while not (self._inbox or self._closing or self._has_work):
+                while not (self._inbox or self._pending or self._closing or self._has_work):
                     self._cond.wait()
-                commands, self._inbox = self._inbox, []
+                self._pending += self._inbox
+                self._inbox = []
                 closing = self._closing
-            for kind, payload in commands:
+            while self._pending:  # one at a time: a failure leaves the rest queued
+                kind, payload = self._pending.pop(0)
                 self._busy_since = time.monotonic()
                 self._run_command(kind, payload)
                 self._busy_since = None

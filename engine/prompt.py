@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from ember.engine.api import ConstraintSpec, GenerationRequest
 from ember.engine.errors import EngineError
+from ember.engine.json_schema import prepare_schema
 from ember.models.text.tokenizers.base import Tokenizer
 
 # messages -> prompt ids; renderers that take tools (and template kwargs) also have a
@@ -113,6 +114,8 @@ class PromptEncoder:
         if request.tool_choice != "required":
             tools = [t for t in tools if t["name"] == request.tool_choice]
         fmt = tool_format(self.tool_format)
+        # each tool's parameters checked and bounded like a response schema (json_schema.py)
+        tools = [t | {"parameters": prepare_schema(t["parameters"], "tools")} for t in tools]
         return ConstraintSpec("lark", tool_call_grammar(tools, fmt, self._special_id))
 
     def _special_id(self, text: str) -> int | None:

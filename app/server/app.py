@@ -13,7 +13,7 @@ import json
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
-from ember.app.server.io import error_response, next_event, read_json
+from ember.app.server.io import error_response, finish_or_abort, next_event, read_json
 from ember.app.server.openai import Completion
 from ember.app.server.pool import ModelPool
 from ember.app.server.schema import ParsedRequest, RequestInvalid, parse_chat, parse_completion
@@ -75,19 +75,6 @@ def _with_logprobs(
     return out.logprobs.attach(chunks)
 
 
-async def _whole(handle: RequestHandle, request: Request) -> Finished:
-    iterator = iter(handle)
-    try:
-        while (event := await _next_event(iterator)) is not None:
-            if isinstance(event, Finished):
-                return event
-            if await request.is_disconnected():
-                break
-    finally:
-        handle.abort()  # no-op once finished
-    return handle.result()
-
-
 def _make_endpoint(pool: ModelPool, guard: Guard, chat: bool) -> Callable[[Request], Any]:
     parse = parse_chat if chat else parse_completion
 
@@ -121,7 +108,7 @@ def _make_endpoint(pool: ModelPool, guard: Guard, chat: bool) -> Callable[[Reque
 
             return StreamingResponse(body_iter(), media_type="text/event-stream")
         try:
-            fin = await _whole(handle, request)
+            fin = await finish_or_abort(handle, request)
         finally:
             pool.release(name)
         if fin.reason == "error" and fin.refused:  # the input was wrong: the template refused it

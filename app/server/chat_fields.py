@@ -9,6 +9,7 @@ from typing import Any
 from ember.app.server.errors import RequestInvalid
 from ember.engine.api import ChatMessage, ConstraintSpec, ToolSpec
 from ember.engine.errors import EngineError
+from ember.engine.json_schema import prepare_schema
 from ember.models.text.tool_calls import ToolCall
 
 MAX_TOOLS = 128
@@ -43,10 +44,20 @@ def _object(value: Any, param: str) -> dict[str, Any]:
 def schema_text(schema: Any, param: str) -> str:
     if not isinstance(schema, dict):
         raise RequestInvalid(param, "must be a JSON Schema object")
+    check_schema(schema, param)
     text = json.dumps(schema)
     if len(text) > MAX_SCHEMA_CHARS:
         raise RequestInvalid(param, f"exceeds {MAX_SCHEMA_CHARS} characters")
     return text
+
+
+def check_schema(schema: Any, param: str, status: int = 422) -> None:
+    """The engine's limits on a client's JSON schema (depth, size, endless $ref recursion,
+    patterns), checked here so the refusal names the field before anything is queued."""
+    try:
+        prepare_schema(schema, "schema")
+    except EngineError as exc:
+        raise RequestInvalid(param, str(exc).removeprefix("schema: "), status=status) from None
 
 
 def parse_tools(body: dict[str, Any]) -> tuple[tuple[ToolSpec, ...], str]:

@@ -9,7 +9,7 @@ import base64
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ember.app.server.errors import RequestInvalid
+from ember.app.server.errors import RequestInvalid, model_name
 from ember.engine.embedding import EmbeddingInput
 
 if TYPE_CHECKING:
@@ -53,10 +53,7 @@ def _refuse_unknown(body: dict[str, Any], known: frozenset[str], status: int) ->
 
 
 def _model(body: dict[str, Any], status: int) -> str | None:
-    model = body.get("model")
-    if model is not None and (not isinstance(model, str) or not model):
-        raise RequestInvalid("model", "must be a non-empty string", status=status)
-    return model
+    return model_name(body.get("model"), status)
 
 
 def _dimensions(body: dict[str, Any], status: int) -> int | None:
@@ -131,7 +128,7 @@ def _no_options(body: dict[str, Any]) -> None:
 
 def parse_ollama(body: Any, legacy: bool = False) -> EmbedRequest:
     """POST /api/embed (legacy: /api/embeddings with one `prompt`, raw vectors)."""
-    from ember.app.server.ollama_requests import keep_alive_s
+    from ember.app.server.durations import keep_alive_s
 
     body = _object(body, 400)
     _refuse_unknown(body, LEGACY_FIELDS if legacy else OLLAMA_FIELDS, 400)

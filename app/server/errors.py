@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ember.text import escape
 
 
@@ -18,3 +20,19 @@ class RequestInvalid(Exception):
         self.reason = escape(reason)
         self.status = status
         super().__init__(f"{self.param}: {self.reason}")
+
+
+def model_name(value: Any, status: int = 422) -> str | None:
+    """A request's `model` (None when absent): a non-empty string of at most 512 characters
+    that is valid Unicode (a lone surrogate cannot be looked up, logged or stored)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not 0 < len(value) <= 512:
+        raise RequestInvalid("model", "must be a non-empty string", status=status)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise RequestInvalid(
+            "model", "must be valid Unicode (it holds a lone surrogate)", status
+        ) from None
+    return value

@@ -13,6 +13,8 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
 
+    from ember.engine.api import Finished, RequestHandle
+
 
 def error_response(status: int, message: str, param: str | None = None) -> Response:
     """OpenAI's error shape (Ollama clients read `error` as a string or an object alike)."""
@@ -61,3 +63,29 @@ async def next_event(iterator: Any) -> Any:
     return await anyio.to_thread.run_sync(
         functools.partial(next, iterator, None), abandon_on_cancel=True
     )
+
+
+async def finish_or_abort(handle: RequestHandle, request: Request) -> Finished:
+    """The request's Finished event for a non-streamed reply; if the client goes away first
+    (even mid-prefill, when no event comes for a long time) the request is aborted at once, so
+    no work goes on for nobody. Every non-streamed route waits through here."""
+    import anyio
+
+    from ember.engine.api import Finished
+
+    async def watch() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+        handle.abort()  # the engine ends it with reason "abort": the loop below sees it
+
+    iterator = iter(handle)
+    async with anyio.create_task_group() as group:
+        group.start_soon(watch)
+        try:
+            while (event := await next_event(iterator)) is not None:
+                if isinstance(event, Finished):
+                    return event
+        finally:
+            group.cancel_scope.cancel()
+            handle.abort()  # no-op once finished
+    return handle.result()

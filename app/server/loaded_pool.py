@@ -100,7 +100,7 @@ class LoadedPool(Generic[T]):
         with self._lock:
             self._active[name] = max(0, self._active.get(name, 0) - 1)
             if keep_alive_s is not None:
-                if keep_alive_s < 0:
+                if not 0 <= keep_alive_s <= FAR_OFF_S:  # negative, huge or NaN: forever
                     self._expires.pop(name, None)
                 else:
                     self._expires[name] = time.monotonic() + keep_alive_s

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ember.app.reply_splitter import ReplySplitter
 from ember.app.server.errors import RequestInvalid
-from ember.app.server.io import next_event, plain_error, read_json
+from ember.app.server.io import finish_or_abort, next_event, plain_error, read_json
 from ember.app.server.logprobs import LogprobShaper
 from ember.app.server.ollama_requests import parse_chat, parse_generate
 from ember.engine.api import Finished, TextDelta, TokenLogprob
@@ -217,7 +217,7 @@ def routes(pool: ModelPool, guard: Guard, embedders: EmbedderPool | None = None)
         if stream:
             return StreamingResponse(lines(), media_type="application/x-ndjson")
         try:
-            fin = await _result(handle)
+            fin = await finish_or_abort(handle, request)
         finally:
             pool.release(name, keep_alive_s=keep)
         if fin.reason == "error":
@@ -238,11 +238,3 @@ def routes(pool: ModelPool, guard: Guard, embedders: EmbedderPool | None = None)
         Route("/api/chat", chat, methods=["POST"]),
         Route("/api/generate", completion, methods=["POST"]),
     ]
-
-
-async def _result(handle: Any) -> Finished:
-    iterator = iter(handle)
-    while (event := await next_event(iterator)) is not None:
-        if isinstance(event, Finished):
-            return event
-    return handle.result()

@@ -14,11 +14,13 @@ from typing import Any
 
 from ember.app.parameters import PARAMETERS, VIEWS, ParameterInvalid, check_field
 from ember.app.server import chat_fields, logprob_fields
-from ember.app.server.errors import RequestInvalid
+from ember.app.server.durations import keep_alive_s
+from ember.app.server.errors import RequestInvalid, model_name
 from ember.engine.api import ChatMessage, ConstraintSpec, GenerationRequest, SamplingParams
 from ember.engine.errors import EngineError
 from ember.models.text.tool_calls import ToolCall
 
+MAX_STOP = 16  # the engine's limit (engine/api.py SamplingParams)
 # Ollama's option name -> (the parameter, its type): the table's Ollama view
 OPTIONS = {v.field: (name, PARAMETERS[name].kind) for name, v in VIEWS["ollama"].items()}
 CHAT_FIELDS = {"model", "messages", "stream", "format", "options", "tools", "keep_alive", "think"}
@@ -68,7 +70,9 @@ def sampling(options: Any, cap: int, body: dict[str, Any] | None = None) -> Samp
         if key == "stop":
             if not isinstance(value, list) or not all(isinstance(s, str) and s for s in value):
                 raise RequestInvalid("options.stop", "must be a list of strings", status=400)
-            fields["stop"] = tuple(value[:16])
+            if len(value) > MAX_STOP:  # refused, never cut: a dropped stop would be ignored
+                raise RequestInvalid("options.stop", f"at most {MAX_STOP} strings", status=400)
+            fields["stop"] = tuple(value)
         elif key == "num_ctx":
             if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= cap:
                 raise RequestInvalid("options.num_ctx", f"must be 1..{cap} (--ctx)", status=400)
@@ -102,24 +106,9 @@ def constraint(value: Any) -> ConstraintSpec | None:
     if value == "json":
         return ConstraintSpec("json_object")
     if isinstance(value, dict):
+        chat_fields.check_schema(value, "format", status=400)
         return ConstraintSpec("json_schema", json.dumps(value))
     raise RequestInvalid("format", 'must be "json" or a JSON schema object', status=400)
-
-
-def keep_alive_s(value: Any) -> float | None:
-    """keep_alive as seconds: a number, or "5m" / "30s" / "1h"; None when absent; < 0 forever."""
-    if value is None:
-        return None
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    if isinstance(value, str) and value:
-        units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
-        for unit in ("ms", "s", "m", "h"):
-            if value.endswith(unit) and value[: -len(unit)].lstrip("-").replace(".", "").isdigit():
-                return float(value[: -len(unit)]) * units[unit]
-        if value.lstrip("-").isdigit():
-            return float(value)
-    raise RequestInvalid("keep_alive", 'must be seconds or a duration like "5m"', status=400)
 
 
 def _no_images(value: Any, param: str) -> None:
@@ -144,18 +133,31 @@ def _messages(raw: Any) -> tuple[ChatMessage, ...]:
         role, content = item.get("role"), item.get("content") or ""
         if role not in ("system", "user", "assistant", "tool") or not isinstance(content, str):
             raise RequestInvalid(f"messages[{i}]", "needs a role and text content", status=400)
-        calls = []
-        for j, call in enumerate(item.get("tool_calls") or []):
-            fn = call.get("function") if isinstance(call, dict) else None
-            if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
-                raise RequestInvalid(
-                    f"messages[{i}].tool_calls[{j}]", "needs a function", status=400
-                )
-            args = fn.get("arguments", {})
-            calls.append(ToolCall(fn["name"], args if isinstance(args, str) else json.dumps(args)))
         name = item.get("tool_name") or item.get("name") or ""
-        out.append(ChatMessage(role, content, tool_calls=tuple(calls), name=str(name)))
+        if not isinstance(name, str):
+            raise RequestInvalid(f"messages[{i}].tool_name", "must be a string", status=400)
+        calls = _tool_calls(item.get("tool_calls"), i)
+        out.append(ChatMessage(role, content, tool_calls=calls, name=name))
     return tuple(out)
+
+
+def _tool_calls(raw: Any, index: int) -> tuple[ToolCall, ...]:
+    """An assistant message's tool_calls: a list of {"function": {"name", "arguments"}}."""
+    if raw is None:
+        return ()
+    param = f"messages[{index}].tool_calls"
+    if not isinstance(raw, list) or len(raw) > chat_fields.MAX_TOOLS:
+        raise RequestInvalid(param, f"must be a list of at most {chat_fields.MAX_TOOLS}", 400)
+    calls = []
+    for j, call in enumerate(raw):
+        fn = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not fn["name"]:
+            raise RequestInvalid(f"{param}[{j}].function", "needs a name", status=400)
+        args = fn.get("arguments", {})
+        if not isinstance(args, dict | str):
+            raise RequestInvalid(f"{param}[{j}].function.arguments", "must be an object", 400)
+        calls.append(ToolCall(fn["name"], args if isinstance(args, str) else json.dumps(args)))
+    return tuple(calls)
 
 
 def parse_chat(body: Any, cap: int) -> tuple[str | None, bool, float | None, GenerationRequest]:
@@ -219,9 +221,7 @@ def _model(body: dict[str, Any]) -> str | None:
     model = body.get("model")
     if model is None:  # Ollama needs it on every request (no server default)
         raise RequestInvalid("model", "is required", status=400)
-    if not isinstance(model, str) or not 0 < len(model) <= 512:
-        raise RequestInvalid("model", "must be a non-empty string", status=400)
-    return model
+    return model_name(model, status=400)
 
 
 def _stream(body: dict[str, Any]) -> bool:

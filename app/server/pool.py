@@ -44,6 +44,8 @@ class ModelPool(LoadedPool[Backend]):
 
     def serves(self, name: str) -> bool:
         """Whether a request may name this model (loaded, registered or opted in)."""
+        if not _encodable(name):  # a lone surrogate cannot be looked up (SQLite, paths)
+            return False
         return name in self.loaded() or self._is_served(name)
 
     def resolve(self, requested: str | None) -> str:
@@ -90,3 +92,11 @@ class ModelPool(LoadedPool[Backend]):
             card["expires_at"] = self.expires_at(name)
             card["size_vram"] = 0
         return card
+
+
+def _encodable(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -13,8 +13,8 @@ from ember.app.server.anthropic.reply import MessageReply
 from ember.app.server.anthropic.request import MessagesRequest, parse_messages
 from ember.app.server.anthropic.stream import message_events
 from ember.app.server.errors import RequestInvalid
-from ember.app.server.io import next_event, read_json
-from ember.engine.api import Backend, Finished, RequestHandle
+from ember.app.server.io import finish_or_abort, read_json
+from ember.engine.api import Backend
 from ember.errors import EmberError
 
 if TYPE_CHECKING:
@@ -61,19 +61,6 @@ async def _accepted(
     return replace(parsed, request=parsed.for_model(switch)), name, backend
 
 
-async def _whole(handle: RequestHandle, request: Request) -> Finished:
-    iterator = iter(handle)
-    try:
-        while (event := await next_event(iterator)) is not None:
-            if isinstance(event, Finished):
-                return event
-            if await request.is_disconnected():
-                break
-    finally:
-        handle.abort()  # no-op once finished
-    return handle.result()
-
-
 def routes(pool: ModelPool, guard: Guard) -> list[Route]:
     from starlette.responses import JSONResponse, StreamingResponse
     from starlette.routing import Route
@@ -101,7 +88,7 @@ def routes(pool: ModelPool, guard: Guard) -> list[Route]:
 
             return StreamingResponse(body(), media_type="text/event-stream")
         try:
-            fin = await _whole(handle, request)
+            fin = await finish_or_abort(handle, request)  # io.py: aborts on disconnect
         finally:
             pool.release(name)
         if fin.reason == "error":

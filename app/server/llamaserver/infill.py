@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ember.app.server.errors import RequestInvalid
-from ember.app.server.io import error_response, next_event, read_json
+from ember.app.server.io import error_response, finish_or_abort, next_event, read_json
 from ember.app.server.schema import MAX_PROMPT_CHARS, ParsedRequest, parse_completion
 from ember.engine.api import Finished, RequestHandle, TextDelta
 from ember.errors import EmberError
@@ -121,7 +121,7 @@ def routes(pool: ModelPool, guard: Guard) -> list[Route]:
 
             return StreamingResponse(body_iter(), media_type="text/event-stream")
         try:
-            fin = await _result(handle)
+            fin = await finish_or_abort(handle, request)  # io.py: aborts on disconnect
         finally:
             pool.release(name)
         if fin.reason == "error":  # refused: no FIM tokens in this model's vocabulary
@@ -130,14 +130,3 @@ def routes(pool: ModelPool, guard: Guard) -> list[Route]:
         return JSONResponse({"content": fin.text} | _final(name, fin))
 
     return [Route("/infill", infill, methods=["POST"])]
-
-
-async def _result(handle: RequestHandle) -> Finished:
-    iterator = iter(handle)
-    try:
-        while (event := await next_event(iterator)) is not None:
-            if isinstance(event, Finished):
-                return event
-    finally:
-        handle.abort()  # no-op once finished
-    return handle.result()

@@ -8,6 +8,7 @@ message's content without, so a user typing `<start_of_turn>` gets plain-text id
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -122,8 +123,24 @@ class ChatTemplate:
         self, messages: list[dict[str, Any]], add_generation_prompt: bool = True, **extra: Any
     ) -> list[Segment]:
         """The rendered prompt split into template markup and message content."""
+        return self._segments(messages, add_generation_prompt, extra, None)
+
+    def _segments(
+        self,
+        messages: list[dict[str, Any]],
+        add_generation_prompt: bool,
+        extra: dict[str, Any],
+        refuse_unmarked: Callable[[list[str]], None] | None,
+    ) -> list[Segment]:
+        # the tools (JSON the template writes with tojson) are left unmarked: the engine
+        # refuses special-token spellings in them before rendering
+        tools = {"tools": extra["tools"]} if "tools" in extra else {}
+        kwargs = {k: v for k, v in extra.items() if k != "tools"}
         return split_segments(
-            lambda msgs: self._render(msgs, add_generation_prompt, extra), messages
+            lambda msgs, kw: self._render(msgs, add_generation_prompt, {**kw, **tools}),
+            messages,
+            kwargs,
+            refuse_unmarked,
         )
 
     def render_ids(
@@ -135,7 +152,17 @@ class ChatTemplate:
     ) -> list[int]:
         """Prompt ids: markup with special tokens parsed, message content as plain text."""
         ids: list[int] = []
-        for segment in self.render_segments(messages, add_generation_prompt, **extra):
+
+        def refuse_special(values: list[str]) -> None:
+            special = tokenizer.special_ids
+            for value in values:
+                if set(tokenizer.encode(value, parse_special=True)) & special:
+                    raise TemplateError(
+                        f"chat template kwargs: {value[:60]!r} spells a special token of this "
+                        "model, and the template uses it as markup"
+                    )
+
+        for segment in self._segments(messages, add_generation_prompt, extra, refuse_special):
             ids += tokenizer.encode(segment.text, parse_special=segment.from_template)
         if tokenizer.add_bos and tokenizer.bos_id is not None and ids[:1] != [tokenizer.bos_id]:
             ids.insert(0, tokenizer.bos_id)  # the template did not write BOS itself

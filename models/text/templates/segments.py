@@ -7,6 +7,11 @@ Templates that `trim` content get a second try with the outer whitespace left ou
 markers; templates that cut assistant content apart (reasoning split off at `</think>`) get a
 third with only the non-assistant messages marked. A template that defeats all three is refused:
 guessing could turn user text into control tokens.
+
+Template kwargs (`chat_template_kwargs`: a `date_string`, a `reasoning_effort`) are client text
+too: every string in them is marked the same way. A template that compares or transforms such
+a value (so the marked render differs) renders it unmarked, and the caller's `refuse_unmarked`
+check then refuses any of those strings that would tokenize as a special token.
 """
 
 from __future__ import annotations
@@ -27,15 +32,19 @@ class Segment:
 
 
 Messages = list[dict[str, Any]]
+Kwargs = dict[str, Any]
 # The BMP's private-use area, then planes 15 and 16 (137,468 code points in all).
 _PRIVATE_USE = (range(0xE000, 0xF900), range(0xF0000, 0xFFFFE), range(0x100000, 0x10FFFE))
 
 
-def _markers(messages: Messages, rendered: str) -> tuple[str, str]:
-    """Two private-use characters that neither the messages nor the rendered prompt contain."""
+def _markers(messages: Messages, rendered: str, values: list[str]) -> tuple[str, str]:
+    """Two private-use characters that neither the messages, the kwargs' strings nor the
+    rendered prompt contain."""
     used = set(rendered)
     for message in messages:
         used.update(str(message.get("content", "")))
+    for value in values:
+        used.update(value)
     free = (chr(c) for block in _PRIVATE_USE for c in block if chr(c) not in used)
     pair = next(free, None), next(free, None)
     if pair[0] is None or pair[1] is None:
@@ -98,15 +107,66 @@ def _merge(segments: list[Segment]) -> list[Segment]:
     return merged
 
 
-def split_segments(render: Callable[[Messages], str], messages: Messages) -> list[Segment]:
-    """Render messages and split the text into template markup and message content."""
-    expected = render(messages)
-    open_, close = _markers(messages, expected)
-    for strategy in (1, 2, 3):
-        segments = _parse(render(_marked(messages, open_, close, strategy)), open_, close)
-        if segments is not None and "".join(s.text for s in segments) == expected:
-            return segments
+def strings_in(value: Any) -> list[str]:
+    """Every string inside a JSON-like value (dict values and list items; keys are names)."""
+    out: list[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            out.append(item)
+        elif isinstance(item, dict):
+            stack += list(item.values())
+        elif isinstance(item, list | tuple):
+            stack += list(item)
+    return out
+
+
+def _marked_values(value: Any, open_: str, close: str, outside: bool) -> Any:
+    if isinstance(value, str):
+        return _wrap(value, open_, close, outside)
+    if isinstance(value, dict):
+        return {k: _marked_values(v, open_, close, outside) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_marked_values(v, open_, close, outside) for v in value]
+    return value
+
+
+def split_segments(
+    render: Callable[[Messages, Kwargs], str],
+    messages: Messages,
+    kwargs: Kwargs | None = None,
+    refuse_unmarked: Callable[[list[str]], None] | None = None,
+) -> list[Segment]:
+    """Render messages (with template kwargs) and split the text into template markup and
+    client text (message content and the kwargs' strings)."""
+    kwargs = kwargs or {}
+    expected = render(messages, kwargs)
+    values = strings_in(kwargs)
+    open_, close = _markers(messages, expected, values)
+    tries = [True, False] if values else [False]
+    for mark_values in tries:
+        for strategy in (1, 2, 3):
+            extra = _marked_values(kwargs, open_, close, strategy >= 2) if mark_values else kwargs
+            marked = render(_marked(messages, open_, close, strategy), extra)
+            segments = _parse(marked, open_, close)
+            if segments is not None and "".join(s.text for s in segments) == expected:
+                if values and not mark_values:
+                    _refuse_unmarked(values, refuse_unmarked)
+                return segments
     raise TemplateError(
         "chat template changes message text in a way that cannot be told apart from its markup; "
         "refusing to tokenize it with special tokens enabled"
     )
+
+
+def _refuse_unmarked(values: list[str], check: Callable[[list[str]], None] | None) -> None:
+    """The template used kwargs' strings in a way markers cannot follow: they render as
+    markup, so none of them may spell a special token (check raises); with no tokenizer to
+    check against (render_segments alone), such kwargs are refused outright."""
+    if check is None:
+        raise TemplateError(
+            "chat template kwargs: the template transforms their text, so it cannot be kept "
+            "apart from its markup"
+        )
+    check(values)

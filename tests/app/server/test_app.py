@@ -220,3 +220,30 @@ def test_client_disconnect_aborts_request() -> None:
             time.sleep(0.01)
         assert handle.aborted
         assert handle.result().reason == "abort"
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}]}),
+        ("/v1/completions", {"prompt": "x"}),
+        ("/api/chat", {"messages": [{"role": "user", "content": "x"}], "stream": False}),
+        ("/api/generate", {"prompt": "x", "stream": False}),
+    ],
+)
+def test_a_non_streamed_request_is_aborted_when_its_client_goes_away(
+    path: str, body: dict[str, object]
+) -> None:
+    """Even while no event comes (a long prefill: here 60 s before the first word), the
+    request stops as soon as its client disconnects (issue 25: Ollama's non-streamed routes
+    went on computing)."""
+    loader = Loader(delay_s=60)
+    pool = ModelPool(loader, lambda: ["tiny"], default_model="tiny")
+    with running_server(pool, Guard(bind_host="127.0.0.1")) as url:
+        with pytest.raises(httpx.TimeoutException):
+            httpx.post(f"{url}{path}", json={"model": "tiny", **body}, timeout=1)
+        handle = loader.loaded["tiny"].handles[0]
+        deadline = time.monotonic() + 10
+        while not handle.aborted and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert handle.aborted and handle.result().reason == "abort"

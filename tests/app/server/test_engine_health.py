@@ -103,3 +103,28 @@ def test_an_error_that_echoes_a_lone_surrogate_still_encodes() -> None:
 
     reply = error_response(404, "model caf\udce9 is unknown")
     assert reply.status_code == 404 and "caf\ufffd" in bytes(reply.body).decode()
+
+
+def test_the_watchdog_restarts_the_engine_loop_after_a_bug(
+    server: str, engines: dict[str, EngineThread], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An exception that escapes the engine's serving loop fails the request in flight; the
+    loop restarts, /health stays honest and the next chat is answered."""
+    from ember.engine.engine import Engine
+
+    fail = threading.Event()
+    original = Engine.has_work
+
+    def flaky(self: Engine) -> bool:
+        if fail.is_set():
+            fail.clear()
+            raise RuntimeError("simulated bug")
+        return bool(original.fget(self))  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(Engine, "has_work", property(flaky))
+    fail.set()
+    first = _chat(server, b'{"messages": [{"role": "user", "content": "x"}], "max_tokens": 3}')
+    assert first.status_code == 500 and "simulated bug" in first.json()["error"]["message"]
+    assert engines["fake"].restarts == 1
+    assert httpx.get(f"{server}/health", timeout=30).status_code == 200
+    assert _answers(server)

@@ -34,9 +34,27 @@ valid_message = st.fixed_dictionaries(
 odd_message = st.fixed_dictionaries(
     {},
     optional={
-        "role": st.one_of(st.sampled_from(["user", "developer", "tool"]), json_values),
+        "role": st.one_of(st.sampled_from(["user", "developer", "tool", "assistant"]), json_values),
         "content": json_values,
+        "tool_calls": json_values,
     },
+)
+
+
+# Schemas the compiler cannot end (issue 25: a 500 carrying its state, a RecursionError).
+_DEEP: dict[str, Any] = {"type": "integer"}
+for _ in range(300):
+    _DEEP = {"type": "array", "items": _DEEP}
+SCHEMAS = [
+    {"$ref": "#"},
+    {"type": "object", "properties": {"a": {"$ref": "#"}}, "required": ["a"]},
+    _DEEP,
+    {"type": "string", "pattern": "a{1000000}"},
+    {"type": "object", "properties": {"n": {"type": "integer"}}},
+]
+# Go durations and near misses (keep_alive): signs, units, fractions, non-ASCII digits.
+durations = st.from_regex(
+    r"\A[-+]{0,2}[0-9\u00b2\u0665]{0,3}\.{0,2}[0-9]{0,2}(ns|us|ms|s|m|h|d|)\Z"
 )
 
 
@@ -59,6 +77,11 @@ PLAUSIBLE = {
     "min_p": _edges(-0.1, 0.0, 1.0, 1.1),
     "presence_penalty": _edges(-2.1, -2.0, 2.0, 2.1),
     "frequency_penalty": _edges(-2.1, -2.0, 2.0, 2.1),
+    "chat_template_kwargs": st.dictionaries(nasty_text, json_values, max_size=3),
+    "response_format": st.builds(
+        lambda schema: {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}},
+        st.sampled_from(SCHEMAS) | st.dictionaries(nasty_text, json_values, max_size=3),
+    ),
 }
 # A body is mostly valid with a few fields at an edge (where bugs live), or anything at all.
 perturbations = st.lists(
@@ -149,8 +172,8 @@ def test_the_engine_still_answers_after_the_fuzz(http: httpx.Client, server: str
 OLLAMA_PLAUSIBLE = {
     "model": _edges("fake", "nope", "", "caf\udce9", "\x1b[2J", None),
     "stream": _edges(False, False, True, "no", None),
-    "keep_alive": _edges(-1, 0, "5m", "1h", "nope", 1e300, float("nan")),
-    "format": _edges("json", "", {"type": "object"}, {"type": 3}, []),
+    "keep_alive": _edges(-1, 0, "5m", "1h", "nope", 1e300, float("nan"), float("inf")) | durations,
+    "format": _edges("json", "", {"type": "object"}, {"type": 3}, [], *SCHEMAS),
     "options": st.fixed_dictionaries(
         {},
         optional={
@@ -202,7 +225,14 @@ def _check_ollama(reply: httpx.Response) -> None:
 @settings(FUZZ, max_examples=40)
 @given(body=ollama_bodies)
 @example(body={"model": "fake", "stream": False, "prompt": "x", "options": {"\x1b[2J\n": 1}})
+@example(body={"model": "fake", "stream": False, "prompt": "x", "keep_alive": "--5m"})
+@example(body={"model": "fake", "stream": False, "prompt": "x", "keep_alive": 1e300})
+@example(body={"model": "fake", "stream": False, "prompt": "x", "format": {"$ref": "#"}})
+@example(
+    body={"model": "fake", "stream": False, "messages": [{"role": "assistant", "tool_calls": 5}]}
+)
 def test_ollama_bodies(http: httpx.Client, server: str, body: Any) -> None:
     path = "/api/chat" if isinstance(body, dict) and "messages" in body else "/api/generate"
     _check_ollama(_post(http, server, body, path))
     _healthy(http, server)
+    assert http.get(server + "/api/ps").status_code == 200  # a keep_alive never breaks it

@@ -56,3 +56,17 @@ def test_models_list_and_completion_with_the_openai_client(ember_serve: str) -> 
     assert reply.model == "tiny" and reply.usage is not None
     assert reply.usage.completion_tokens == 3
     assert open_registry().get("tiny").last_used_at is not None  # app marked it used
+
+
+def test_a_model_name_with_a_lone_surrogate_is_refused_not_a_500(ember_serve: str) -> None:
+    """The registry (SQLite) cannot look such a name up: every route refuses it first."""
+    headers = {"content-type": "application/json"}
+    ask = b'"messages": [{"role": "user", "content": "hi"}]'
+    for path, body, status in (
+        ("/api/chat", b'{"model": "t\\ud800", "stream": false, %s}' % ask, 400),
+        ("/v1/chat/completions", b'{"model": "t\\ud800", %s}' % ask, 404),
+        ("/api/show", b'{"model": "t\\ud800"}', 404),
+    ):
+        reply = httpx.post(f"{ember_serve}{path}", content=body, headers=headers, timeout=60)
+        assert reply.status_code == status, (path, reply.text)
+    assert httpx.get(f"{ember_serve}/v1/models/t%ED%A0%80", timeout=30).status_code == 404
