@@ -27,6 +27,7 @@ from ember.engine.options import AUTO_CTX, EngineOptions, ModelFiles, ModelForma
 from ember.engine.request import (
     DRY_BREAKERS,
     MAX_CONSTRAINT_CHARS,
+    MAX_LOGIT_BIAS,
     MAX_SEED,
     MAX_TOP_LOGPROBS,
     RESERVED_TEMPLATE_VARS,
@@ -44,6 +45,7 @@ __all__ = [
     "AUTO_CTX",
     "DRY_BREAKERS",
     "MAX_CONSTRAINT_CHARS",
+    "MAX_LOGIT_BIAS",
     "MAX_SEED",
     "MAX_TOP_LOGPROBS",
     "RESERVED_TEMPLATE_VARS",

@@ -31,6 +31,7 @@ from ember.engine.constraint import ConstraintCompiler
 from ember.engine.dry import BreakerPrecompile
 from ember.engine.errors import EngineError
 from ember.engine.forward import apply_kv_work, pool_blocks, seq_step
+from ember.engine.logit_bias import resolve_logit_bias
 from ember.engine.prompt import ChatRenderer, PromptEncoder
 from ember.engine.reasoning_budget import ReasoningBudget
 from ember.engine.request_state import RequestState
@@ -204,7 +205,8 @@ class Engine:
         """Queue a request; its events go to on_event (from inside step())."""
         ids = self.encode(request)
         self._refuse_oversized_tools(request, len(ids))
-        seq = Sequence(ids, request.sampling, request_id=request.request_id)
+        sampling = resolve_logit_bias(request.sampling, self.tokenizer, self.runner.info.vocab_size)
+        seq = Sequence(ids, sampling, request_id=request.request_id)
         chat = request.messages is not None and not self.prompts.takes_tool_path(request)
         # the chat format's stops end its turn, like an end-of-turn token: ignore_eos skips both;
         # the reply's leading space is the format's either way (a short reply is a prefix of a long)

@@ -1,13 +1,13 @@
 """A request's prompt ids: the chat template (or base-model scaffold) over its messages, its raw
 text, or the ids it gave; the grammar that forces a tool call; the ids that end its reply.
 
-The Engine holds one PromptEncoder per loaded model. It checks what rendering could turn into
-control tokens: ids outside the vocabulary, special-token spellings in tool specs and arguments.
+The Engine holds one PromptEncoder per loaded model. It refuses ids outside the vocabulary; tool
+specs, tool-call arguments and template kwargs that spell a special token are rendered as plain
+text by the chat template (models/text/templates/segments.py), never refused here.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
 from ember.engine.api import ConstraintSpec, GenerationRequest
@@ -75,7 +75,6 @@ class PromptEncoder:
             return list(self.chat(messages))
         if getattr(self.chat, "tool_format", None) is None:
             raise EngineError(f"model {self.model_name}: its chat renderer takes no tools")
-        self._refuse_special_spellings(request)
         return list(
             self.chat(
                 messages, tools=request.offered_tools, template_kwargs=request.template_kwargs
@@ -88,21 +87,6 @@ class PromptEncoder:
         for a base model: models/text/chat_format.py), so no scaffold stops or lstrip."""
         tool_turns = any(m.role == "tool" or m.tool_calls for m in request.messages or ())
         return bool(request.offered_tools or request.template_kwargs or tool_turns)
-
-    def _refuse_special_spellings(self, request: GenerationRequest) -> None:
-        """Tool specs and tool-call arguments are rendered as template markup (JSON inside the
-        template), where special-token spellings would become control tokens: refuse them."""
-        parts = [json.dumps(t.as_dict(), ensure_ascii=False) for t in request.offered_tools]
-        for message in request.messages or ():
-            parts += [c.name + c.arguments for c in message.tool_calls]
-            parts += [message.name, message.tool_call_id]
-        text = "\n".join(p for p in parts if p)
-        if not text:
-            return
-        special = set(self.tokenizer.encode(text, parse_special=True)) & self.tokenizer.special_ids
-        if special:
-            spelling = self.tokenizer.decode([min(special)])
-            raise EngineError(f"request tools: {spelling!r} is a special token of this model")
 
     def tool_constraint(self, request: GenerationRequest) -> ConstraintSpec | None:
         """The grammar of a forced tool call (tool_choice required or named), else None."""

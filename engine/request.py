@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -59,6 +60,12 @@ class SamplingParams:
     # most tokens inside the reply's <think> block before the engine forces </think>
     # (engine/reasoning_budget.py); None = unlimited; a no-op for a reply without such a block
     reasoning_budget: int | None = None
+    # added to a token's logit before penalties and temperature (llama.cpp's logit_bias):
+    # (token id, bias) pairs, bias in [-100, 100], -100 (or -inf: OpenAI's false) bans the
+    # token; (text, bias) pairs bias each of the text's token ids (the engine tokenizes them
+    # and checks every id against the vocabulary)
+    logit_bias: tuple[tuple[int, float], ...] = ()
+    logit_bias_text: tuple[tuple[str, float], ...] = ()
 
     def __post_init__(self) -> None:
         # the ranges of app/parameters' table (the CLI, settings and server views share them;
@@ -114,9 +121,34 @@ class SamplingParams:
                 f"must be between 0 and {MAX_TOP_LOGPROBS}, and needs logprobs",
             ),
         ]
+        checks += _bias_checks(self.logit_bias, self.logit_bias_text)
         for name, ok, reason in checks:
             if not ok:
-                raise EngineError(f"sampling {name}={getattr(self, name)!r}: {reason}")
+                shown = repr(getattr(self, name))[:120]
+                raise EngineError(f"sampling {name}={shown}: {reason}")
+
+
+MAX_LOGIT_BIAS = 1024  # entries per request (OpenAI allows 300; llama.cpp no limit)
+
+
+def _bias_checks(
+    ids: tuple[tuple[int, float], ...], texts: tuple[tuple[str, float], ...]
+) -> list[tuple[str, bool, str]]:
+    def fine(bias: float) -> bool:  # -inf (a ban) or finite in [-100, 100]
+        return bias == -math.inf or -100.0 <= bias <= 100.0
+
+    return [
+        (
+            "logit_bias",
+            len(ids) <= MAX_LOGIT_BIAS and all(i >= 0 and fine(b) for i, b in ids),
+            f"at most {MAX_LOGIT_BIAS} ids >= 0 with biases in [-100, 100]",
+        ),
+        (
+            "logit_bias_text",
+            len(texts) <= MAX_LOGIT_BIAS and all(t and fine(b) for t, b in texts),
+            f"at most {MAX_LOGIT_BIAS} non-empty texts with biases in [-100, 100]",
+        ),
+    ]
 
 
 ConstraintKind = Literal["json_schema", "json_object", "regex", "lark", "gbnf"]

@@ -1,7 +1,7 @@
 """Next-token sampling: penalties, DRY, top-k, top-p, min-p, temperature, seeded draws (numpy).
 
-The order follows llama.cpp's default chain: penalties -> DRY -> top-k -> top-p -> min-p ->
-temperature -> draw. Temperature 0 is an exact argmax of the penalized logits (lowest id on ties).
+The order follows llama.cpp's default chain: logit bias -> penalties -> DRY -> top-k -> top-p ->
+min-p -> temperature -> draw. Temperature 0 is an exact argmax of the penalized logits (lowest id on ties).
 `apply_penalties` is the one place penalties happen: plain sampling and speculative verification
 (speculative/verify.py) both go through it, so drafts are judged by the same distribution.
 """
@@ -28,7 +28,10 @@ def apply_penalties(
     params: SamplingParams,
     dry: DryBreakers | None = None,
 ) -> np.ndarray:
-    """Repetition (llama.cpp's rule), presence and frequency penalties, then DRY.
+    """The request's logit bias, repetition (llama.cpp's rule), presence and frequency
+    penalties, then DRY.
+
+    logit bias: logit[t] += bias for each (t, bias); a bias of -100 bans t (logit -inf).
 
     For each distinct token t among the last penalty_last_n ids, seen c times:
       repetition: logit /= r if logit > 0 else logit *= r
@@ -36,6 +39,7 @@ def apply_penalties(
     DRY (engine/dry.py) then lowers tokens that would extend a repeat; dry: the request's
     compiled sequence breakers (None = no breakers).
     """
+    logits = apply_logit_bias(logits, params.logit_bias)
     logits = _repetition_penalties(logits, history, params)
     if params.dry_multiplier > 0.0 and history:
         breakers = dry if dry is not None else DryBreakers.none(logits.shape[0])
@@ -44,6 +48,17 @@ def apply_penalties(
             logits = logits.copy()  # never write into the runner's array
             logits[ids] -= penalties
     return logits
+
+
+def apply_logit_bias(logits: np.ndarray, bias: Seq[tuple[int, float]]) -> np.ndarray:
+    """logits plus each (id, bias); -100 or less bans the id (OpenAI's and llama.cpp's
+    meaning). A copy when anything changes: never write into the runner's array."""
+    if not bias:
+        return logits
+    out = logits.copy()
+    for token_id, value in bias:
+        out[token_id] = -np.inf if value <= -100.0 else out[token_id] + value
+    return out
 
 
 def _repetition_penalties(

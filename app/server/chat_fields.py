@@ -23,7 +23,7 @@ KNOWN = frozenset(
         "frequency_penalty", "repeat_penalty", "seed", "stop", "n", "tools", "tool_choice",
         "parallel_tool_calls", "response_format", "chat_template_kwargs", "user", "logprobs",
         "top_logprobs", "ignore_eos", "stop_token_ids", "repetition_penalty", "dry_multiplier", "dry_base",
-        "dry_allowed_length", "dry_penalty_last_n", "dry_sequence_breakers",
+        "dry_allowed_length", "dry_penalty_last_n", "dry_sequence_breakers", "logit_bias",
     }
 )  # fmt: skip
 

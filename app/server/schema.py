@@ -13,6 +13,7 @@ from typing import Any
 from ember.app.parameters import ParameterInvalid, check_field, read_field, read_fields, view
 from ember.app.server import chat_fields, dry_fields, logprob_fields
 from ember.app.server.errors import RequestInvalid
+from ember.app.server.logit_bias import parse_logit_bias
 from ember.engine.api import ChatMessage, GenerationRequest, SamplingParams
 from ember.engine.errors import EngineError
 
@@ -174,6 +175,7 @@ def _sampling(body: dict[str, Any], max_tokens_cap: int, chat: bool) -> Sampling
         fields.update(dry_fields.parse_dry(body))
     except ParameterInvalid as exc:
         raise RequestInvalid(exc.field, exc.reason) from None
+    fields["logit_bias"], fields["logit_bias_text"] = parse_logit_bias(body)
     return SamplingParams(
         logprobs=logprobs,
         top_logprobs=top_logprobs,

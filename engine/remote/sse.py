@@ -47,7 +47,19 @@ def sampling_fields(params: SamplingParams) -> dict[str, Any]:
         body["dry_allowed_length"] = params.dry_allowed_length
         body["dry_penalty_last_n"] = params.dry_penalty_last_n
         body["dry_sequence_breakers"] = list(params.dry_sequence_breakers)
+    if params.logit_bias or params.logit_bias_text:
+        body["logit_bias"] = _logit_bias(params)
     return body
+
+
+def _logit_bias(params: SamplingParams) -> dict[str, float] | list[list[Any]]:
+    """OpenAI's object form (ids; a ban, -inf here, is OpenAI's -100); llama-server's list
+    form when there are texts (the server tokenizes them: Ember has no remote vocabulary)."""
+    ids = [(i, max(b, -100.0)) for i, b in params.logit_bias]
+    if not params.logit_bias_text:
+        return {str(i): b for i, b in ids}
+    texts = [(t, max(b, -100.0)) for t, b in params.logit_bias_text]
+    return [[key, b] for key, b in [*ids, *texts]]
 
 
 def request_body(request: GenerationRequest, model: str) -> tuple[str, dict[str, Any]]:

@@ -2,8 +2,9 @@
 
 `ChatTemplate.from_gguf(path)` / `.from_hf(folder)` use the model's own template and fall back to
 a built-in one (Gemma turns for gemma architectures, ChatML otherwise); `template_source` says
-which. `render_ids` tokenizes the template's own markup with special tokens parsed and every
-message's content without, so a user typing `<start_of_turn>` gets plain-text ids.
+which. `render_ids` tokenizes the template's own markup with special tokens parsed and all
+client text without (message content, tools, tool calls, template kwargs: segments.py), so a user
+typing `<start_of_turn>`, or an MCP server describing a tool with it, gets plain-text ids.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from ember.models.files.safetensors import SafetensorsModel
     from ember.models.text.tokenizers.base import Tokenizer
 
+_WINDOW, _OVERLAP = 4096, 256  # special-token spellings are far shorter than the overlap
 CHATML = (
     "{% for message in messages %}"
     "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
@@ -122,7 +124,9 @@ class ChatTemplate:
     def render_segments(
         self, messages: list[dict[str, Any]], add_generation_prompt: bool = True, **extra: Any
     ) -> list[Segment]:
-        """The rendered prompt split into template markup and message content."""
+        """The rendered prompt split into template markup and client text (message content,
+        tools, tool calls, kwargs); with no tokenizer to ask which strings spell a special
+        token, a template that transforms tools or kwargs is refused."""
         return self._segments(messages, add_generation_prompt, extra, None)
 
     def _segments(
@@ -130,17 +134,15 @@ class ChatTemplate:
         messages: list[dict[str, Any]],
         add_generation_prompt: bool,
         extra: dict[str, Any],
-        refuse_unmarked: Callable[[list[str]], None] | None,
+        spells_special: Callable[[str], bool] | None,
     ) -> list[Segment]:
-        # the tools (JSON the template writes with tojson) are left unmarked: the engine
-        # refuses special-token spellings in them before rendering
-        tools = {"tools": extra["tools"]} if "tools" in extra else {}
-        kwargs = {k: v for k, v in extra.items() if k != "tools"}
+        # tools and kwargs are client text like message content: segments.py marks them
         return split_segments(
-            lambda msgs, kw: self._render(msgs, add_generation_prompt, {**kw, **tools}),
+            lambda msgs, kw: self._render(msgs, add_generation_prompt, kw),
             messages,
-            kwargs,
-            refuse_unmarked,
+            extra,
+            spells_special,
+            self.limits.max_chars,
         )
 
     def render_ids(
@@ -150,19 +152,21 @@ class ChatTemplate:
         add_generation_prompt: bool = True,
         **extra: Any,
     ) -> list[int]:
-        """Prompt ids: markup with special tokens parsed, message content as plain text."""
+        """Prompt ids: markup with special tokens parsed; message content, tools, tool calls
+        and template kwargs as plain text."""
+        special = tokenizer.special_ids
+
+        def spells_special(text: str) -> bool:
+            # in overlapping 4 Ki windows: tokenizing text full of special spellings at once
+            # grows faster than linearly (64 Ki chars 0.7 s, 256 Ki 8 s), and one hit answers
+            for start in range(0, max(len(text), 1), _WINDOW):
+                piece = text[start : start + _WINDOW + _OVERLAP]
+                if not special.isdisjoint(tokenizer.encode(piece, parse_special=True)):
+                    return True
+            return False
+
         ids: list[int] = []
-
-        def refuse_special(values: list[str]) -> None:
-            special = tokenizer.special_ids
-            for value in values:
-                if set(tokenizer.encode(value, parse_special=True)) & special:
-                    raise TemplateError(
-                        f"chat template kwargs: {value[:60]!r} spells a special token of this "
-                        "model, and the template uses it as markup"
-                    )
-
-        for segment in self._segments(messages, add_generation_prompt, extra, refuse_special):
+        for segment in self._segments(messages, add_generation_prompt, extra, spells_special):
             ids += tokenizer.encode(segment.text, parse_special=segment.from_template)
         if tokenizer.add_bos and tokenizer.bos_id is not None and ids[:1] != [tokenizer.bos_id]:
             ids.insert(0, tokenizer.bos_id)  # the template did not write BOS itself

@@ -1,4 +1,4 @@
-"""Which characters of a rendered chat prompt came from message content, and which from markup.
+"""Which characters of a rendered chat prompt came from client text, and which from markup.
 
 Each message's content is wrapped in two private-use marker characters and the template rendered
 again. If the marked render, with the markers removed, equals the real render exactly and the
@@ -8,10 +8,12 @@ markers; templates that cut assistant content apart (reasoning split off at `</t
 third with only the non-assistant messages marked. A template that defeats all three is refused:
 guessing could turn user text into control tokens.
 
-Template kwargs (`chat_template_kwargs`: a `date_string`, a `reasoning_effort`) are client text
-too: every string in them is marked the same way. A template that compares or transforms such
-a value (so the marked render differs) renders it unmarked, and the caller's `refuse_unmarked`
-check then refuses any of those strings that would tokenize as a special token.
+Tools, tool calls and template kwargs are client text too (client_text.py says which strings):
+first every one of them is marked the same way. A template that compares or transforms such a
+value (so that marked render differs) gets a render with only the strings that spell a special
+token marked (`spells_special`, the tokenizer's answer); if even those cannot be marked, the
+request is refused, naming the string. The third strategy leaves assistant content unmarked, so
+it is taken only when no assistant content spells a special token.
 """
 
 from __future__ import annotations
@@ -21,6 +23,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ember.models.errors import TemplateError
+from ember.models.text.templates.client_text import (
+    Marking,
+    client_strings,
+    spelling_special,
+    wrap,
+)
 
 
 @dataclass(frozen=True)
@@ -55,23 +63,15 @@ def _markers(messages: Messages, rendered: str, values: list[str]) -> tuple[str,
     return pair[0], pair[1]
 
 
-def _wrap(text: str, open_: str, close: str, keep_whitespace_outside: bool) -> str:
-    if not keep_whitespace_outside:
-        return f"{open_}{text}{close}"
-    core = text.strip()
-    if not core:
-        return text
-    start = text.index(core)
-    return f"{text[:start]}{open_}{core}{close}{text[start + len(core) :]}"
-
-
-def _marked(messages: Messages, open_: str, close: str, strategy: int) -> Messages:
+def _marked(messages: Messages, marking: Marking, strategy: int) -> Messages:
     marked = []
     for message in messages:
+        message = marking.message_fields(message)
         content = message.get("content")
         skip = strategy == 3 and message.get("role") == "assistant"
         if isinstance(content, str) and not skip:
-            message = {**message, "content": _wrap(content, open_, close, strategy >= 2)}
+            wrapped = wrap(content, marking.open_, marking.close, strategy >= 2)
+            message = {**message, "content": wrapped}
         marked.append(message)
     return marked
 
@@ -107,66 +107,71 @@ def _merge(segments: list[Segment]) -> list[Segment]:
     return merged
 
 
-def strings_in(value: Any) -> list[str]:
-    """Every string inside a JSON-like value (dict values and list items; keys are names)."""
-    out: list[str] = []
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            out.append(item)
-        elif isinstance(item, dict):
-            stack += list(item.values())
-        elif isinstance(item, list | tuple):
-            stack += list(item)
-    return out
-
-
-def _marked_values(value: Any, open_: str, close: str, outside: bool) -> Any:
-    if isinstance(value, str):
-        return _wrap(value, open_, close, outside)
-    if isinstance(value, dict):
-        return {k: _marked_values(v, open_, close, outside) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_marked_values(v, open_, close, outside) for v in value]
-    return value
-
-
 def split_segments(
     render: Callable[[Messages, Kwargs], str],
     messages: Messages,
     kwargs: Kwargs | None = None,
-    refuse_unmarked: Callable[[list[str]], None] | None = None,
+    spells_special: Callable[[str], bool] | None = None,
+    max_chars: int = 4 << 20,
 ) -> list[Segment]:
-    """Render messages (with template kwargs) and split the text into template markup and
-    client text (message content and the kwargs' strings)."""
+    """Render messages (with tools and template kwargs) and split the text into template markup
+    and client text. spells_special (text -> whether it holds a special token's spelling) comes
+    from the tokenizer; without it a template that transforms tools or kwargs is refused."""
     kwargs = kwargs or {}
     expected = render(messages, kwargs)
-    values = strings_in(kwargs)
+    values = client_strings(messages, kwargs, max_chars)
     open_, close = _markers(messages, expected, values)
-    tries = [True, False] if values else [False]
-    for mark_values in tries:
-        for strategy in (1, 2, 3):
-            extra = _marked_values(kwargs, open_, close, strategy >= 2) if mark_values else kwargs
-            marked = render(_marked(messages, open_, close, strategy), extra)
-            segments = _parse(marked, open_, close)
-            if segments is not None and "".join(s.text for s in segments) == expected:
-                if values and not mark_values:
-                    _refuse_unmarked(values, refuse_unmarked)
-                return segments
+    risky = spelling_special(values, spells_special)
+    tries = [(True, risky)]  # every client string marked (with none, the plain render)
+    if values:
+        tries.append((False, risky))  # only the ones that spell a special token
+    if risky:
+        tries.append((False, frozenset()))  # none: only to tell which error to give
+    # strategy 3 leaves assistant content unmarked: not when it spells a special token
+    strategies = (1, 2) if _assistant_spells_special(messages, spells_special) else (1, 2, 3)
+    for every_value, marked_strings in tries:
+        for strategy in strategies:
+            marking = Marking(open_, close, strategy >= 2, every_value, marked_strings)
+            try:
+                text = render(_marked(messages, marking, strategy), marking.kwargs(kwargs))
+            except TemplateError:
+                continue  # the template refused a marked value (an id's length, say)
+            segments = _parse(text, open_, close)
+            if segments is None or "".join(s.text for s in segments) != expected:
+                continue
+            if not every_value and (spells_special is None or (risky and not marked_strings)):
+                raise _unmarkable(risky, spells_special is None)
+            return segments
+    if len(strategies) == 2:
+        raise TemplateError(
+            "chat template rewrites assistant messages (reasoning split off), and an assistant "
+            "message spells a special token of this model, so it cannot be kept as plain text"
+        )
     raise TemplateError(
         "chat template changes message text in a way that cannot be told apart from its markup; "
         "refusing to tokenize it with special tokens enabled"
     )
 
 
-def _refuse_unmarked(values: list[str], check: Callable[[list[str]], None] | None) -> None:
-    """The template used kwargs' strings in a way markers cannot follow: they render as
-    markup, so none of them may spell a special token (check raises); with no tokenizer to
-    check against (render_segments alone), such kwargs are refused outright."""
-    if check is None:
-        raise TemplateError(
-            "chat template kwargs: the template transforms their text, so it cannot be kept "
-            "apart from its markup"
+def _assistant_spells_special(
+    messages: Messages, spells_special: Callable[[str], bool] | None
+) -> bool:
+    texts = [m.get("content") for m in messages if m.get("role") == "assistant"]
+    return bool(spelling_special([t for t in texts if isinstance(t, str)], spells_special))
+
+
+def _unmarkable(risky: frozenset[str], unknown: bool) -> TemplateError:
+    """The template uses client strings (tools, tool calls, kwargs) in a way markers cannot
+    follow, so they would render as markup: refused when one spells a special token, or
+    outright when there is no tokenizer to ask (render_segments alone)."""
+    if unknown:
+        return TemplateError(
+            "chat template: it transforms the text of tools, tool calls or template kwargs, "
+            "so that text cannot be kept apart from its markup"
         )
-    check(values)
+    sample = min(risky, key=len)
+    return TemplateError(
+        f"chat template: {sample[:60]!r} (in tools, tool calls or template kwargs) spells a "
+        "special token of this model, and the template transforms it, so it cannot be kept "
+        "as plain text"
+    )

@@ -203,7 +203,8 @@ def test_reasoning_content_is_split_off(server: str) -> None:
     ("patch", "param"),
     [
         ({"n": 0}, "n"),
-        ({"logit_bias": {"1": 5}}, "logit_bias"),
+        ({"logit_bias": {"1": 500}}, "logit_bias['1']"),
+        ({"logit_bias": [[1]]}, "logit_bias[0]"),
         ({"audio": {}}, "audio"),
         ({"response_format": {"type": "xml"}}, "response_format.type"),
         (

@@ -1,7 +1,8 @@
 """What llama-server's, OpenAI's and Ollama's own tests expect, against a real `ember serve
 --api-key` on the starter model: OpenAI's error object with 400 on every OpenAI route, CORS
 preflights that need no key, a history whose tool-call arguments are not JSON refused by name;
-Ollama's durations, load / unload, `name:latest`, details, `images: []` and its options."""
+Ollama's durations, load / unload, `name:latest`, details, `images: []` and its options;
+logit_bias bans and the context-size 400."""
 
 from __future__ import annotations
 
@@ -181,3 +182,23 @@ def _prompt_tokens(url: str, prompt: str) -> int:
     body = {"model": MODEL, "prompt": prompt, "max_tokens": 1}
     reply = httpx.post(f"{url}/v1/completions", json=body, headers=AUTH, timeout=300)
     return int(reply.json()["usage"]["prompt_tokens"])
+
+
+def test_logit_bias_bans_the_greedy_first_token(url: str) -> None:
+    client = _openai(url)
+    greedy = dict(model=MODEL, prompt="Once upon a time", max_tokens=1, temperature=0)
+    first = client.completions.create(**greedy).choices[0].text
+    body = {"content": first, "parse_special": False, "add_special": False}
+    (token,) = httpx.post(f"{url}/tokenize", json=body, headers=AUTH, timeout=60).json()["tokens"]
+    for bias in ({str(token): -100}, [[token, False]], [[first, -100]]):
+        other = client.completions.create(**greedy, extra_body={"logit_bias": bias})
+        assert other.choices[0].text != first, bias
+
+
+def test_a_prompt_past_the_context_is_llama_servers_400(url: str) -> None:
+    body = {"model": MODEL, "prompt": "word " * 2000, "max_tokens": 4}
+    reply = httpx.post(f"{url}/v1/completions", json=body, headers=AUTH, timeout=300)
+    assert reply.status_code == 400
+    error = reply.json()["error"]
+    assert error["type"] == "exceed_context_size_error" and error["n_ctx"] == 1024
+    assert error["n_prompt_tokens"] > 1024
