@@ -137,8 +137,9 @@ def add_engine_flags(parser: argparse.ArgumentParser, *, remote: bool = True) ->
 
 
 def add_sampling_flags(parser: argparse.ArgumentParser) -> None:
-    """The sampling flags (SAMPLING_FLAGS, then --seed); defaults come from the settings file."""
-    add_flags(parser, (*SAMPLING_FLAGS, "seed"))
+    """The sampling flags (SAMPLING_FLAGS, then --reasoning-budget and --seed); defaults come
+    from the settings file."""
+    add_flags(parser, (*SAMPLING_FLAGS, "reasoning_budget", "seed"))
 
 
 def add_repetition_flags(parser: argparse.ArgumentParser) -> None:
@@ -230,6 +231,10 @@ def sampling_params(
         check(name, given)
         values[name] = getattr(settings, name) if given is None else given
     check("seed", seed)
+    budget = flags.get("reasoning_budget")  # a flag only: no setting, None = unlimited
+    check("reasoning_budget", budget)
     breakers = parse_breakers(values.pop("dry_sequence_breakers"))
     assert breakers is not None  # checked above (flag) or by Settings.validate (setting)
-    return SamplingParams(seed=seed, dry_sequence_breakers=breakers, **values)
+    return SamplingParams(
+        seed=seed, dry_sequence_breakers=breakers, reasoning_budget=budget, **values
+    )

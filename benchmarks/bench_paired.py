@@ -82,7 +82,8 @@ class TorchSide:
 class LlamaSide:
     """Raw llama-cpp-python: `Llama.eval` and the last row of its logits."""
 
-    def __init__(self, path: Path, threads: int, capacity: int, batch: int) -> None:
+    def __init__(self, path: Path, threads: int | None, capacity: int, batch: int) -> None:
+        """threads None: llama-cpp-python's own defaults."""
         from llama_cpp import Llama
 
         self.llm = Llama(

@@ -35,10 +35,12 @@ from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ember.engine.runners.torch.build import resolve_format  # noqa: E402
 from ember.engine.runners.torch.layers.linear import DENSE_PREFILL_TOKENS, QLinear  # noqa: E402
 from ember.engine.runners.torch.layers.quantize import build_linear  # noqa: E402
-from ember.engine.runners.torch.weights import WeightTensor  # noqa: E402
+from ember.engine.runners.torch.weights import (
+    WeightTensor,  # noqa: E402
+    resolve_format,  # noqa: E402
+)
 from ember.models.quants.dequant import dequantize  # noqa: E402
 
 T = GGMLQuantizationType

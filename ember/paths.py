@@ -41,17 +41,18 @@ class Paths:
     def prefix_cache_dir(self) -> Path:
         return self.cache_dir / "prefix"
 
-    @property
-    def downloads_dir(self) -> Path:
-        return self.cache_dir / "downloads"
+
+def paths_under(root: Path) -> Paths:
+    """Every path under one folder: root/config, root/data, root/cache (EMBER_HOME's layout,
+    and `ember --fake`'s throwaway home)."""
+    return Paths(root / "config", root / "data", root / "cache")
 
 
 def get_paths() -> Paths:
     """Paths from `EMBER_HOME` when set, else the platform's config/data/cache folders."""
     home = os.environ.get("EMBER_HOME")
     if home:
-        root = Path(home).expanduser()
-        return Paths(root / "config", root / "data", root / "cache")
+        return paths_under(Path(home).expanduser())
     import platformdirs
 
     return Paths(

@@ -23,7 +23,7 @@ from ember.engine.events import (
     TokenLogprob,
     TopLogprob,
 )
-from ember.engine.options import AUTO_CTX, EngineOptions, ModelFiles, ModelFormat
+from ember.engine.options import AUTO_CTX, EngineOptions, ModelFiles, ModelFormat, Progress
 from ember.engine.request import (
     DRY_BREAKERS,
     MAX_CONSTRAINT_CHARS,
@@ -63,6 +63,7 @@ __all__ = [
     "HealthStatus",
     "ModelFiles",
     "ModelFormat",
+    "Progress",
     "RequestHandle",
     "Role",
     "SamplingParams",

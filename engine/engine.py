@@ -32,6 +32,7 @@ from ember.engine.dry import BreakerPrecompile
 from ember.engine.errors import EngineError
 from ember.engine.forward import apply_kv_work, pool_blocks, seq_step
 from ember.engine.prompt import ChatRenderer, PromptEncoder
+from ember.engine.reasoning_budget import ReasoningBudget
 from ember.engine.request_state import RequestState
 from ember.engine.runners.base import ForwardBatch, SeqStep
 from ember.engine.scheduler import (
@@ -219,6 +220,10 @@ class Engine:
         spec = request.constraint or self.prompts.tool_constraint(request)
         if spec is not None:
             state.constraint = self.constraints.compile(spec)
+        if request.sampling.reasoning_budget is not None:
+            state.reasoning = ReasoningBudget.create(
+                self.tokenizer, request.sampling.reasoning_budget, seq.token_ids
+            )
         if self.prefix_store is not None:
             self.prefix_store.restore(seq.token_ids, self.blocks, self.runner)
         self.scheduler.add(seq)
@@ -288,7 +293,6 @@ class Engine:
         if not out.scheduled:
             return
         batch = ForwardBatch([self._seq_step(item) for item in out.scheduled])
-        started = time.perf_counter()
         try:
             logits = self.runner.forward(batch)
         except Exception as exc:  # a runner failure ends the scheduled requests, not the engine
@@ -300,9 +304,7 @@ class Engine:
         now = time.perf_counter()
         for item, rows in zip(out.scheduled, logits, strict=True):
             try:
-                self._after_forward(
-                    item, rows, now, (now - started) * len(item.token_ids) / batch.num_tokens
-                )
+                self._after_forward(item, rows, now)
             except Exception as exc:  # sampling, detokenizing, a stop rule: this request only
                 log.exception("request %d failed", item.seq.request_id)
                 self.fail_request(item.seq.request_id, f"request failed: {describe(exc)}")
@@ -314,14 +316,15 @@ class Engine:
         wants_logits = item.num_tokens == seq.num_pending
         return seq_step(seq, item.token_ids, 1 + len(item.draft_ids) if wants_logits else 1)
 
-    def _after_forward(
-        self, item: ScheduledSeq, rows: np.ndarray, now: float, share_s: float
-    ) -> None:
+    def _after_forward(self, item: ScheduledSeq, rows: np.ndarray, now: float) -> None:
         seq = item.seq
         state = self._states[seq.seq_id]
-        if seq.is_prefilling:
-            seq.prefill_compute_s += share_s
+        prefilling = seq.is_prefilling
         seq.num_processed += item.num_tokens
+        if prefilling and self.options.progress and item.num_tokens < seq.num_prompt_tokens:
+            # a prompt longer than one chunk: say how far its prefill is (app/progress.py)
+            total = seq.num_prompt_tokens
+            self.options.progress("prefill", min(seq.num_processed, total), total)
         if seq.num_pending:  # mid-prompt chunk: nothing to sample yet
             self.blocks.register_full_blocks(seq)
             return

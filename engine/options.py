@@ -5,7 +5,8 @@ resolved). Part of the contract engine/api.py gathers."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -39,6 +40,7 @@ class ModelFiles:
             raise EngineError(f"model {self.name}: digest {self.digest!r} is not a SHA-256")
 
 
+Progress = Callable[[str, int, int], None]  # (stage, done, total): EngineOptions.progress
 AUTO_CTX = 0  # EngineOptions.ctx: the largest context that fits free RAM (engine/context_size.py)
 
 
@@ -50,7 +52,7 @@ class EngineOptions:
     model: str
     runner: str = "auto"  # auto | torch | llama.cpp | remote
     device: str = "auto"  # auto | cpu | cuda | mps
-    threads: int = 0  # 0 = physical cores
+    threads: int = 0  # 0 = auto: the cores free now (engine/runners/cpu_offer.py)
     ctx: int = 4096  # context limit in tokens; AUTO_CTX (0) = the largest that fits free RAM
     kv_cache: str = "f16"  # f16 | q8 | q4: the KV cache's element type (models/quants/kv_cache)
     kv_budget_bytes: int = 0  # 0 = derived from ctx
@@ -68,10 +70,16 @@ class EngineOptions:
     remote_url: str = ""
     remote_api_key: str = ""
     chat_format: str = "auto"  # auto | template | scaffold (base-model chat)
+    # what a long wait is doing and how far: progress(stage, done, total), from the loading
+    # thread (the CPU kernels, weights layer by layer) and the engine thread (a long prefill,
+    # chunk by chunk); app shows it (app/progress.py). Not part of equality.
+    progress: Progress | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.threads < 0:
-            raise EngineError(f"threads={self.threads}: must be >= 0 (0 = physical cores)")
+            raise EngineError(
+                f"threads={self.threads}: must be >= 0 (0 = auto: the cores free now)"
+            )
         if self.ctx != AUTO_CTX and self.ctx < 16:
             raise EngineError(f"ctx={self.ctx}: must be at least 16 tokens (or 0: auto)")
         if self.kv_cache not in KV_CACHE_TYPES:

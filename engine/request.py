@@ -56,6 +56,9 @@ class SamplingParams:
     # default path computes nothing; top_logprobs alternatives per token (needs logprobs)
     logprobs: bool = False
     top_logprobs: int = 0
+    # most tokens inside the reply's <think> block before the engine forces </think>
+    # (engine/reasoning_budget.py); None = unlimited; a no-op for a reply without such a block
+    reasoning_budget: int | None = None
 
     def __post_init__(self) -> None:
         # the ranges of app/parameters' table (the CLI, settings and server views share them;
@@ -92,6 +95,11 @@ class SamplingParams:
                 "at most 16 strings of 1 to 40 characters",
             ),
             ("loop_min_tokens", 0 <= self.loop_min_tokens <= 1 << 20, "must be >= 0 (0 = off)"),
+            (
+                "reasoning_budget",
+                self.reasoning_budget is None or 0 <= self.reasoning_budget <= 1 << 20,
+                "must be in [0, 1048576] tokens (or None: unlimited)",
+            ),
             ("max_tokens", 1 <= self.max_tokens <= 1 << 20, "must be in [1, 1048576]"),
             (
                 "seed",

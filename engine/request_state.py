@@ -21,6 +21,7 @@ from ember.models.text.tokenizers.base import Tokenizer
 
 if TYPE_CHECKING:
     from ember.engine.constraint import Constraint
+    from ember.engine.reasoning_budget import ReasoningBudget
 
 
 @dataclass
@@ -42,6 +43,7 @@ class RequestState:
     accepted: int = 0
     constraint: Constraint | None = None  # the reply's grammar; advanced by every accepted token
     draft_cut: int | None = None  # this step's drafts were cut here by the constraint
+    reasoning: ReasoningBudget | None = None  # counts <think> tokens, forces </think> at the end
 
     @classmethod
     def create(
@@ -72,6 +74,8 @@ class RequestState:
             return "stop"
         if self.constraint is not None:
             self.constraint.advance(token)
+        if self.reasoning is not None:
+            self.reasoning.advance(token)
         self.output_ids.append(token)
         self.trail.add(token, self.detok.tokenizer.token_bytes(token), scored, self._top(scored))
         self._emit(self.detok.add(token))

@@ -49,7 +49,6 @@ class Sequence:
     first_scheduled_s: float = 0.0
     first_token_s: float = 0.0
     finish_s: float = 0.0
-    prefill_compute_s: float = 0.0  # forward time spent on this sequence's prompt tokens
 
     def __post_init__(self) -> None:
         if not self.token_ids:
@@ -84,12 +83,6 @@ class Sequence:
     @property
     def is_finished(self) -> bool:
         return self.status is SeqStatus.FINISHED
-
-    def cache_token_id(self, cache_index: int) -> int:
-        """The token id stored at one cache index (accounts for the evicted range)."""
-        if self.num_evicted and cache_index >= self.num_sink_kept:
-            return self.token_ids[cache_index + self.num_evicted]
-        return self.token_ids[cache_index]
 
     def kv_token_ids(self) -> list[int]:
         """The token ids in the KV cache, in cache order."""

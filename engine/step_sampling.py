@@ -23,18 +23,30 @@ def sample_step(
     # Sample each position in turn; keep going while the sample equals the draft. For a
     # point-mass proposer this is exact speculative sampling (accept with p(d), else a draw
     # from p without d); greedy gives plain greedy's tokens. A constraint masks every row
-    # first (as if this step's earlier tokens were accepted), so p is the masked target.
+    # first (as if this step's earlier tokens were accepted), so p is the masked target; a
+    # spent reasoning budget masks the same way (engine/reasoning_budget.py: a forced token).
     cut, state.draft_cut = state.draft_cut, None
     sampled_q = drafts or cut == 0
     q_rows = draft_probs(proposer, seq.seq_id) if sampled_q else None
+    budget = state.reasoning.mask if state.reasoning is not None else None
     if state.constraint is None:
-        return _sample_rows(seq, state, rows, drafts, q_rows, None)
+        return _sample_rows(seq, state, rows, drafts, q_rows, budget)
     if q_rows is not None and cut == len(drafts):
         q_rows = q_rows[: len(drafts) + 1]  # the cut draft's q: its position is a rejection
     elif q_rows is not None:
         q_rows = q_rows[: len(drafts)]
     with state.constraint.lookahead() as lookahead:
-        return _sample_rows(seq, state, rows, drafts, q_rows, lookahead.mask)
+        return _sample_rows(seq, state, rows, drafts, q_rows, _both(lookahead.mask, budget))
+
+
+Mask = Callable[[np.ndarray, list[int]], np.ndarray]
+
+
+def _both(constraint: Mask, budget: Mask | None) -> Mask:
+    """The constraint's mask, then the reasoning budget's forced token (if any)."""
+    if budget is None:
+        return constraint
+    return lambda row, emitted: budget(constraint(row, emitted), emitted)
 
 
 def _sample_rows(

@@ -36,10 +36,14 @@ class EmberApp(App[None]):
     TITLE = "Ember"
     BINDINGS = [
         Binding("ctrl+q", "quit", "Quit", priority=True),
+        # Ctrl+C: copy a selection, else stop the reply as Esc does, else twice to quit
+        Binding("ctrl+c", "interrupt", "Stop/quit", priority=True),
         Binding("ctrl+o", "models", "Models"),
         Binding("ctrl+s", "settings", "Settings"),
         Binding("f1", "show_keys", "Keys"),
     ]
+
+    QUIT_AGAIN_S = 3.0  # a second Ctrl+C within this many seconds quits
 
     def __init__(
         self,
@@ -56,12 +60,14 @@ class EmberApp(App[None]):
         self.host = BackendHost(backend_factory)
         self.paths = paths or get_paths()
         self.tools_notice = ""  # why the configured tools are off (a bad [mcp_servers] table)
+        self.demo_notice = ""  # `ember --fake`: a fake model in a throwaway home (tui/command.py)
         if toolbox is None:
             toolbox = self._configured_toolbox(settings)
         self.session = ChatSession(history, self.host, settings, toolbox=toolbox, paths=self.paths)
         self.catalog = catalog
         self.first_run_check = first_run_check
         self.copied: list[str] = []  # what copy_text copied, newest last
+        self._quit_armed_at: float | None = None  # when Ctrl+C last stopped or warned
 
     def _configured_toolbox(self, settings: Settings) -> Toolbox | None:
         """The settings' MCP servers as the chats' tools (connected on first use)."""
@@ -98,6 +104,9 @@ class EmberApp(App[None]):
         from ember.tui.screens.chat.screen import ChatScreen
 
         self.push_screen(ChatScreen(self.session))
+        if self.demo_notice:
+            self.sub_title = "demo"
+            self.notify(self.demo_notice, title="Nothing here is saved", markup=False, timeout=20)
         if self.tools_notice:
             self.notify(self.tools_notice, severity="error", markup=False, timeout=15)
         if self.history.notice:
@@ -106,6 +115,36 @@ class EmberApp(App[None]):
             from ember.tui.screens.first_run import FirstRunScreen
 
             self.push_screen(FirstRunScreen())
+
+    async def action_interrupt(self) -> None:
+        """Ctrl+C: copy the selected text if there is any (the terminal's habit); else stop the
+        streaming reply as Esc does; a second Ctrl+C within QUIT_AGAIN_S quits."""
+        import time
+
+        from textual.widgets import Input, TextArea
+
+        focused = self.focused
+        if isinstance(focused, TextArea | Input) and focused.selected_text:
+            focused.action_copy()
+            return
+        if self.screen.get_selected_text():
+            self.screen.action_copy_text()
+            return
+        now = time.monotonic()
+        if self.session.busy:
+            from ember.tui.screens.chat.screen import ChatScreen
+
+            chat = next((s for s in self.screen_stack if isinstance(s, ChatScreen)), None)
+            if chat is not None:
+                await chat.action_stop()
+            self._quit_armed_at = now
+            self.notify("Reply stopped. Press Ctrl+C again to quit.", timeout=3)
+            return
+        if self._quit_armed_at is not None and now - self._quit_armed_at <= self.QUIT_AGAIN_S:
+            self.exit()
+            return
+        self._quit_armed_at = now
+        self.notify("Press Ctrl+C again to quit.", timeout=3)
 
     def _local_models_or_warn(self) -> bool:
         try:

@@ -31,15 +31,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Open the history (locked), build the backend factory, run the app."""
+    """Open the history (locked), build the backend factory, run the app. `--fake` runs in a
+    throwaway home (its own settings, history and registry), deleted on exit: a demo never
+    writes into the real history."""
+    import sys
+    import tempfile
+
+    from ember.paths import get_paths, paths_under
+
+    if not args.fake:
+        return _run(args, get_paths(), "")
+    with tempfile.TemporaryDirectory(prefix="ember-demo-") as home:
+        notice = f"Demo: a fake model in a throwaway home ({home}), deleted on exit"
+        sys.stderr.write(f"ember: {notice}; your history and settings are not touched\n")
+        try:
+            return _run(args, paths_under(Path(home)), notice)
+        finally:
+            sys.stderr.write(f"ember: the demo's throwaway home {home} is deleted\n")
+
+
+def _run(args: argparse.Namespace, paths: Paths, demo_notice: str) -> int:
     import dataclasses
 
     from ember.app.config import load_settings
     from ember.app.crash import log_path
     from ember.app.history.store import History
-    from ember.paths import get_paths
 
-    paths = get_paths()
     settings = load_settings(paths)
     from ember.app.rules import check_flag
 
@@ -54,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         app = _build_app(args.fake, settings, history, paths)
         app.first_run_check = args.model is None  # a model named on the command line: no welcome
+        app.demo_notice = demo_notice
         from ember.tui.stderr_guard import native_stderr_to
 
         try:

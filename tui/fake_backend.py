@@ -118,7 +118,12 @@ class FakeBackend:
         script: FakeScript | None = None,
         context_limit: int | None = None,
     ) -> None:
-        self.options = options or EngineOptions(model="fake-model")
+        if options is None:  # the defaults every caller gets (app/options.py), not a copy
+            from ember.app.config import Settings
+            from ember.app.options import engine_options
+
+            options = engine_options("fake-model", Settings())
+        self.options = options
         self.script = script or FakeScript()
         self.requests: list[GenerationRequest] = []
         self.closed = False

@@ -69,6 +69,21 @@ class ReplyFailed(Message):
 
 
 @dataclass
+class WaitProgress(Message):
+    """What a long wait is doing and how far (EngineOptions.progress): packing or loading
+    weights layer by layer, a long prompt's prefill chunk by chunk."""
+
+    stage: str
+    done: int
+    total: int
+
+    def label(self) -> str:
+        """`packing weights (first run of this model) 7/18`, `prefill 1024/4096 tokens`."""
+        unit = " tokens" if self.stage == "prefill" else ""
+        return f"{self.stage} {self.done}/{self.total}{unit}"
+
+
+@dataclass
 class BackendLoaded(Message):
     """A model finished loading; its info feeds the status bar."""
 

@@ -21,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="model name or .gguf path (default: the starter)",
     )
     parser.add_argument(
-        "--threads", type=int, help="threads for both runners (default: settings; 0 = all cores)"
+        "--threads", type=int, help="threads for both runners (default: settings; 0 = auto)"
     )
     parser.add_argument(
         "--repeats", type=int, default=3, help="runs per runner; the table shows medians"

@@ -51,7 +51,7 @@ def _cpu() -> Report:
     import os
     from pathlib import Path
 
-    from ember.engine.runners.llamacpp.lib import physical_cores
+    from ember.engine.runners.cpu_offer import physical_cores
 
     flags: set[str] = set()
     cpuinfo = Path("/proc/cpuinfo")
@@ -176,6 +176,41 @@ def _ember() -> Report:
     return report
 
 
+def _auto() -> Report:
+    """What auto picks on this machine now, and why: the runner for a GGUF model, the thread
+    count (cpu_offer: affinity, cgroup quota, other programs' load) and the native kernels' ISA."""
+    from ember.app.config import load_settings
+    from ember.app.options import engine_options
+    from ember.engine.errors import EngineError
+    from ember.engine.runners.factory import pick_runner
+    from ember.engine.runners.thread_governor import auto_threads
+    from ember.engine.runners.torch.native.isa import choose, runnable
+    from ember.paths import get_paths
+
+    threads, why = auto_threads()
+    report: Report = {"threads": threads, "threads_why": why}
+    try:
+        settings = load_settings(get_paths())
+        options = engine_options(settings.model or "gemma3-270m", settings)
+        runner = pick_runner(options, "gguf")
+        report["gguf_runner"] = runner
+        report["gguf_runner_why"] = (
+            f"runner={options.runner} as set"
+            if options.runner != "auto"
+            else "llama.cpp: GGUF on the CPU, llama-cpp-python installed, threads kept to free cores"
+            if runner == "llama.cpp"
+            else "torch: an accelerator, or llama-cpp-python is not installed"
+        )
+    except Exception as exc:  # noqa: BLE001 - doctor reports, never stops
+        report["gguf_runner_error"] = str(exc)
+    report["native_isas_here"] = [i.name for i in runnable()]
+    try:
+        report["native_isa"] = choose().name
+    except EngineError as exc:
+        report["native_isa_error"] = str(exc)
+    return report
+
+
 PROBES: dict[str, Callable[[], Report]] = {
     "platform": _platform,
     "cpu": _cpu,
@@ -183,6 +218,7 @@ PROBES: dict[str, Callable[[], Report]] = {
     "torch": _torch,
     "llama_cpp": _llama_cpp,
     "ember": _ember,
+    "auto": _auto,
 }
 
 

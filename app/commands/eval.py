@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ppl.add_argument("file", type=Path, help="a UTF-8 text file")
     ppl.add_argument("--runner", help="torch | llama.cpp | auto (default: settings)")
     ppl.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"))
-    ppl.add_argument("--threads", type=int, help="CPU threads (0 = physical cores)")
+    ppl.add_argument("--threads", type=int, help="CPU threads (0 = auto: the cores free now)")
     ppl.add_argument(
         "--ctx", type=int, default=512, help="window length of the windows mode (default 512)"
     )

@@ -29,24 +29,29 @@ def _show_plan(plan: object) -> None:
     from ember.app.commands._model_format import human_bytes, print_table, say
 
     rows = []
+    moe = plan.fit.experts is not None  # type: ignore[attr-defined]
     for choice in plan.choices:  # type: ignore[attr-defined]
         fit = plan.fit_of(choice)  # type: ignore[attr-defined]
         kv = human_bytes(fit.kv_bytes) if fit.kv_bytes is not None else "?"
         mark = "*" if choice.label == plan.choice.label else " "  # type: ignore[attr-defined]
-        rows.append(
-            [
-                f"{mark} {choice.label}",
-                str(len(choice.files)),
-                human_bytes(choice.size_bytes),
-                kv,
-                fit.ram_verdict,
-                "ok" if fit.disk_ok else "too big",
-            ]
-        )
+        row = [f"{mark} {choice.label}", str(len(choice.files)), human_bytes(choice.size_bytes)]
+        if moe:  # experts mmap'd: one token's working set; resident: every expert paged in
+            working, resident = fit.ram_working_set_bytes, fit.ram_needed_bytes
+            row.append(f"{human_bytes(working)} / {human_bytes(resident)}")
+        rows.append(row + [kv, fit.ram_verdict, "ok" if fit.disk_ok else "too big"])
     ctx = plan.fit.ctx  # type: ignore[attr-defined]
     say(f"{plan.ref.repo_id} at {plan.commit[:12]}:")  # type: ignore[attr-defined]
+    if moe:
+        experts = plan.fit.experts  # type: ignore[attr-defined]
+        tables = "" if experts.vocab else " (token tables not counted)"
+        say(
+            f"mixture of experts: {experts.used} of {experts.count} experts per token, "
+            f"{experts.total_params / 1e9:.2f}B parameters, "
+            f"{experts.active_params / 1e9:.2f}B active{tables}"
+        )
     kv_cache = plan.fit.kv_cache  # type: ignore[attr-defined]
-    print_table(rows, ["CHOICE", "FILES", "SIZE", f"KV@{ctx} {kv_cache}", "RAM", "DISK"])
+    head = ["CHOICE", "FILES", "SIZE"] + (["RAM MMAP/RESIDENT"] if moe else [])
+    print_table(rows, head + [f"KV@{ctx} {kv_cache}", "RAM", "DISK"])
 
 
 def run(args: argparse.Namespace) -> int:

@@ -115,7 +115,8 @@ def _request(args: argparse.Namespace, prompt: str, settings: Any) -> Any:
     from ember.app.options import REPETITION_FLAGS, SAMPLING_FLAGS, sampling_params
     from ember.engine.api import ChatMessage, GenerationRequest
 
-    flags = {name: getattr(args, name) for name in (*SAMPLING_FLAGS, *REPETITION_FLAGS)}
+    names = (*SAMPLING_FLAGS, *REPETITION_FLAGS, "reasoning_budget")
+    flags = {name: getattr(args, name, None) for name in names}
     sampling = sampling_params(settings, flags, seed=args.seed)
     constraint = constraint_from_args(args)
     if args.raw:
@@ -128,10 +129,13 @@ def _request(args: argparse.Namespace, prompt: str, settings: Any) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    import dataclasses
+
     from ember.app.commands._input_text import argument_text, stdin_text
     from ember.app.config import load_settings
     from ember.app.loading import load_backend
     from ember.app.options import EngineFlags, engine_options
+    from ember.app.progress import WaitReporter
     from ember.engine.api import Finished, TextDelta
     from ember.engine.errors import EngineError
     from ember.text import visible
@@ -145,11 +149,15 @@ def run(args: argparse.Namespace) -> int:
     if not prompt.strip():
         raise EngineError("empty prompt: give PROMPT or pipe text on stdin")
     request = _request(args, prompt, settings)
-    backend = load_backend(options)
+    waits = WaitReporter(sys.stderr)  # packing weights, loading, a long prefill (over 2 s)
+    options = dataclasses.replace(options, progress=waits)
+    with waits.waiting(f"loading {options.model}"):
+        backend = load_backend(options)
     if backend.info.context_note:  # --ctx auto: the context it chose, and why (one line)
         sys.stderr.write(f"ember: {backend.info.context_note}\n")
     final: Finished | None = None
     try:
+        waits.start()  # a long prompt's prefill reports from here
         handle = backend.submit(request)
         # on a terminal a reply cannot act on it (escape sequences shown, not run); piped, it is
         # written byte for byte
@@ -157,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             for event in handle:
                 if isinstance(event, TextDelta):
+                    waits.finish()  # end a progress line before the reply's text
                     sys.stdout.write(shown(event.text))
                     sys.stdout.flush()
                 else:
@@ -170,6 +179,11 @@ def run(args: argparse.Namespace) -> int:
     if final.reason == "error":
         raise EngineError(final.error or "generation failed")
     sys.stdout.write("\n")
+    if not final.text.strip():  # never pass an empty reply off as an answer
+        sys.stderr.write(
+            f"ember: empty reply: the model wrote no text ({final.stats.generated_tokens} "
+            f"tokens, finish: {final.reason}); run it again, or change --seed or --temperature\n"
+        )
     if args.json:
         stats = final.stats
         record: dict[str, Any] = {

@@ -32,7 +32,7 @@ MAX_IMPORT_BYTES = 256 * 1024 * 1024
 MAX_MESSAGES = 100_000  # per chat
 MAX_DEPTH = 32  # objects and lists inside one another; an export nests 8 deep at most
 ROLES = ("user", "assistant")
-STATUSES = ("complete", "stopped", "interrupted", "error", "streaming")
+STATUSES = ("complete", "stopped", "interrupted", "error", "empty", "streaming")
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from ember.app.history.parts import MessagePart, parts_from_json
 from ember.text import clean
 
 MAX_TIME_S = 253_402_300_799.0  # 9999-12-31T23:59:59Z: the last second datetime can show
-MessageStatus = str  # complete | streaming | stopped | interrupted | error
+MessageStatus = str  # complete | streaming | stopped | interrupted | error | empty (no text)
 
 
 @dataclass(frozen=True)

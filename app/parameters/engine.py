@@ -51,13 +51,13 @@ ENGINE = (
         "threads",
         int,
         0,
-        "CPU threads (0 = physical cores)",
+        "CPU threads (0 = auto: the cores free now)",
         "engine",
         _threads,
         reason=lambda: (
-            f"must be between 0 (all cores) and {machine_threads()} (this machine's CPUs)"
+            f"must be between 0 (auto: the cores free now) and {machine_threads()} (this machine's CPUs)"
         ),
-        label="Threads (0 = all cores)",
+        label="Threads (0 = auto)",
     ),
     Parameter(
         "ctx",

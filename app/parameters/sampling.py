@@ -116,6 +116,16 @@ SAMPLING = (
         label="Max reply tokens",
     ),
     Parameter(
+        "reasoning_budget",
+        int,
+        None,
+        "most tokens in the reply's <think> block, then </think> is forced (no block: no effect)",
+        "sampling",
+        Range(0, MAX_TOKENS),
+        setting=False,
+        metavar="TOKENS",
+    ),
+    Parameter(
         "seed",
         int,
         None,
@@ -130,8 +140,11 @@ REPETITION = (
     Parameter(
         "dry_multiplier",
         float,
-        0.8,
-        "DRY repetition penalty strength (0 = off)",
+        # off by default, like llama.cpp and Ollama: on input-grounded prompts DRY 0.8 mangled
+        # copies (a rewritten signature) with no loop it prevented; the loop detector stays on
+        # (benchmarks/bench_dry_default.py, docs/benchmarks.md)
+        0.0,
+        "DRY repetition penalty strength (0 = off, the default; try 0.8 against repeats)",
         "repetition",
         Range(0.0, 100.0),
         reason="must be between 0 (off) and 100",

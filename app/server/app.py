@@ -8,17 +8,18 @@ events; a client that disconnects aborts its request, which frees its KV blocks.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import json
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
+from ember.app.server.choices import merged_whole, stream_many
 from ember.app.server.io import error_response, finish_or_abort, next_event, read_json
 from ember.app.server.openai import Completion
 from ember.app.server.pool import ModelPool
 from ember.app.server.schema import ParsedRequest, RequestInvalid, parse_chat, parse_completion
 from ember.app.server.security import Guard
-from ember.engine.api import Backend, Finished, RequestHandle, TextDelta, TokenLogprob
+from ember.engine.api import Backend, Finished, TextDelta, TokenLogprob
 from ember.errors import EmberError
 
 if TYPE_CHECKING:
@@ -36,33 +37,19 @@ _read_json = read_json
 _next_event = next_event
 
 
-async def _stream(
-    handle: RequestHandle, out: Completion, include_usage: bool
-) -> AsyncIterator[str]:
-    iterator = iter(handle)
-    finished = False
-    try:
-        yield f"data: {json.dumps(out.first_chunk())}\n\n"
-        while (event := await _next_event(iterator)) is not None:
-            if isinstance(event, TextDelta) and (event.text or event.logprobs):
-                for chunk in _with_logprobs(out, out.delta_chunks(event.text), event.logprobs):
-                    yield f"data: {json.dumps(chunk)}\n\n"
-            elif isinstance(event, Finished):
-                finished = True
-                for chunk in _with_logprobs(out, out.delta_chunks("", final=True)):
-                    yield f"data: {json.dumps(chunk)}\n\n"
-                if event.reason == "error":
-                    status = 400 if event.refused else 500
-                    kind = "invalid_request_error" if event.refused else "server_error"
-                    err = {"error": {"message": event.error, "type": kind, "code": status}}
-                    yield f"data: {json.dumps(err)}\n\n"
-                yield f"data: {json.dumps(out.final_chunk(event))}\n\n"
-                if include_usage:
-                    yield f"data: {json.dumps(out.usage_chunk(event))}\n\n"
-        yield "data: [DONE]\n\n"
-    finally:
-        if not finished:
-            handle.abort()  # the client went away: stop generating and free the KV blocks
+def _chunks(out: Completion, event: TextDelta | Finished) -> list[dict[str, Any]]:
+    """The chunks one engine event of a choice releases (its end: the held text, an error
+    object if it failed, the finish_reason chunk)."""
+    if isinstance(event, TextDelta):
+        if not (event.text or event.logprobs):
+            return []
+        return _with_logprobs(out, out.delta_chunks(event.text), event.logprobs)
+    chunks = _with_logprobs(out, out.delta_chunks("", final=True))
+    if event.reason == "error":
+        status = 400 if event.refused else 500
+        kind = "invalid_request_error" if event.refused else "server_error"
+        chunks.append({"error": {"message": event.error, "type": kind, "code": status}})
+    return [*chunks, out.final_chunk(event)]
 
 
 def _with_logprobs(
@@ -90,41 +77,51 @@ def _make_endpoint(pool: ModelPool, guard: Guard, chat: bool) -> Callable[[Reque
         except EmberError as exc:  # the model exists but failed to load
             return _error(503, str(exc), "model")
         try:
-            handle = backend.submit(parsed.request)
+            handles = [backend.submit(choice) for choice in parsed.choices]
         except EmberError as exc:
             pool.release(name)
             return _error(400, str(exc))
         parse_tools = bool(parsed.request.offered_tools)
         wants_logprobs = parsed.request.sampling.logprobs
-        out = Completion(chat, name, backend.info.tool_format, parse_tools, wants_logprobs)
+        fmt = backend.info.tool_format
+        outs = [
+            Completion(chat, name, fmt, parse_tools, wants_logprobs, i) for i in range(len(handles))
+        ]
+        for out in outs[1:]:  # one reply: one id
+            out.id, out.created = outs[0].id, outs[0].created
         if parsed.stream:
+            chunks = stream_many(handles, outs, parsed.include_usage, _chunks, parsed.prompts)
 
             async def body_iter() -> AsyncIterator[str]:
                 try:
-                    async for piece in _stream(handle, out, parsed.include_usage):
+                    async for piece in chunks:
                         yield piece
                 finally:
+                    await chunks.aclose()
                     pool.release(name)
 
             return StreamingResponse(body_iter(), media_type="text/event-stream")
         try:
-            fin = await finish_or_abort(handle, request)
+            fins = list(await asyncio.gather(*(finish_or_abort(h, request) for h in handles)))
         finally:
             pool.release(name)
-        if fin.reason == "error" and fin.refused:  # the input was wrong: the template refused it
-            return _error(400, fin.error, "messages")
-        if fin.reason == "error":
-            return _error(500, fin.error or "generation failed")
-        return JSONResponse(out.whole(fin))
+        for fin in fins:
+            if (
+                fin.reason == "error" and fin.refused
+            ):  # the input was wrong: the template refused it
+                return _error(400, fin.error, "messages" if chat else "prompt")
+            if fin.reason == "error":
+                return _error(500, fin.error or "generation failed")
+        return JSONResponse(merged_whole(outs, fins, parsed.prompts))
 
     return endpoint
 
 
 def _default_embedder(name: str) -> Embedder:
     from ember.app.loading import load_embedding_model
-    from ember.engine.api import EngineOptions
+    from ember.app.options import engine_options
 
-    return load_embedding_model(EngineOptions(model=name))
+    return load_embedding_model(engine_options(name))
 
 
 def _guard_middleware(app: Any, guard: Guard) -> Any:

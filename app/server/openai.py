@@ -43,8 +43,10 @@ class Completion:
         fmt_name: str = "generic",
         tools: bool = False,
         logprobs: bool = False,
+        index: int = 0,
     ):
         self.chat = chat
+        self.index = index  # the choice this reply is (n > 1, or one per prompt)
         self.logprobs = LogprobShaper(chat) if logprobs else None  # the request asked for them
         self.model = model
         self.id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
@@ -69,9 +71,11 @@ class Completion:
     def first_chunk(self) -> dict[str, Any]:
         body = self._envelope(chunk=True)
         if self.chat:
-            body["choices"] = [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]
+            body["choices"] = [
+                {"index": self.index, "delta": {"role": "assistant"}, "finish_reason": None}
+            ]
         else:
-            body["choices"] = [{"index": 0, "text": "", "finish_reason": None}]
+            body["choices"] = [{"index": self.index, "text": "", "finish_reason": None}]
         return body
 
     def delta_chunks(self, text: str, final: bool = False) -> list[dict[str, Any]]:
@@ -95,9 +99,9 @@ class Completion:
         body = self._envelope(chunk=True)
         reason = self.finish_reason(fin)
         if self.chat:
-            body["choices"] = [{"index": 0, "delta": {}, "finish_reason": reason}]
+            body["choices"] = [{"index": self.index, "delta": {}, "finish_reason": reason}]
         else:
-            body["choices"] = [{"index": 0, "text": "", "finish_reason": reason}]
+            body["choices"] = [{"index": self.index, "text": "", "finish_reason": reason}]
         if self.logprobs is not None:  # tokens whose text went out with no chunk of its own
             self.logprobs.attach([body])
         return body
@@ -108,7 +112,7 @@ class Completion:
     def whole(self, fin: Finished) -> dict[str, Any]:
         body = self._envelope(chunk=False)
         if self.splitter is None:
-            choice: dict[str, Any] = {"index": 0, "text": fin.text}
+            choice: dict[str, Any] = {"index": self.index, "text": fin.text}
         else:
             reasoning, content, _ = self.splitter.stream(fin.text, final=True)
             message: dict[str, Any] = {"role": "assistant", "content": content}
@@ -117,7 +121,7 @@ class Completion:
             if self.splitter.calls:
                 message["tool_calls"] = [c.to_openai() for c in self.splitter.calls]
                 message["content"] = content.strip() or None
-            choice = {"index": 0, "message": message}
+            choice = {"index": self.index, "message": message}
         choice["finish_reason"] = self.finish_reason(fin)
         choice["logprobs"] = self.logprobs.whole(fin.logprobs) if self.logprobs else None
         body["choices"] = [choice]
@@ -126,10 +130,10 @@ class Completion:
 
     def _text_chunk(self, text: str) -> dict[str, Any]:
         body = self._envelope(chunk=True)
-        body["choices"] = [{"index": 0, "text": text, "finish_reason": None}]
+        body["choices"] = [{"index": self.index, "text": text, "finish_reason": None}]
         return body
 
     def _chat_chunk(self, delta: dict[str, Any]) -> dict[str, Any]:
         body = self._envelope(chunk=True)
-        body["choices"] = [{"index": 0, "delta": delta, "finish_reason": None}]
+        body["choices"] = [{"index": self.index, "delta": delta, "finish_reason": None}]
         return body

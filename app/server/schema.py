@@ -6,7 +6,8 @@ parameter is bounded, so nothing the client sends reaches the engine unchecked.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from dataclasses import fields as fields_of
 from typing import Any
 
 from ember.app.parameters import ParameterInvalid, check_field, read_field, read_fields, view
@@ -19,6 +20,7 @@ MAX_MESSAGES = 1024
 MAX_STOP = 16
 MAX_STOP_CHARS = 256
 MAX_PROMPT_CHARS = 1 << 20
+MAX_CHOICES = 16  # n times the prompts of one request
 
 # read from the body by the OpenAI view of the parameter table
 _OPENAI_FIELDS = (
@@ -36,6 +38,12 @@ class ParsedRequest:
     stream: bool
     include_usage: bool
     request: GenerationRequest
+    more: tuple[GenerationRequest, ...] = ()  # the other choices (n > 1, or more prompts)
+    prompts: int = 1  # how many distinct prompts the choices answer (usage counts each once)
+
+    @property
+    def choices(self) -> tuple[GenerationRequest, ...]:
+        return (self.request, *self.more)
 
 
 def _integer(body: dict[str, Any], key: str, lo: int, hi: int, default: int | None) -> int | None:
@@ -158,8 +166,6 @@ def _max_tokens(body: dict[str, Any], max_tokens_cap: int) -> int:
 def _sampling(body: dict[str, Any], max_tokens_cap: int, chat: bool) -> SamplingParams:
     """The sampling fields, each checked against the OpenAI view of the parameter table
     (app/parameters/views.py), so a bad one is a 400 naming the field."""
-    n = _integer(body, "n", 1, 1, 1)
-    del n  # only n=1 is served; validated above
     logprobs, top_logprobs = logprob_fields.parse(body, chat)
     try:
         fields = read_fields("openai", _OPENAI_FIELDS, body)
@@ -214,7 +220,27 @@ def parse_chat(body: Any, max_tokens_cap: int) -> ParsedRequest:
         )
     except EngineError as exc:
         raise RequestInvalid(_param_of(str(exc)), str(exc)) from None
-    return ParsedRequest(model, stream, include_usage, request)
+    return _with_choices(ParsedRequest(model, stream, include_usage, request), [request], body)
+
+
+def _with_choices(
+    parsed: ParsedRequest, per_prompt: list[GenerationRequest], body: dict[str, Any]
+) -> ParsedRequest:
+    """n choices of each prompt's request, each its own engine request (a seed moves by one
+    per choice, so seeded choices differ yet repeat)."""
+    n = int(_integer(body, "n", 1, MAX_CHOICES, 1) or 1)
+    if n * len(per_prompt) > MAX_CHOICES:
+        raise RequestInvalid("n", f"n times the prompts must be at most {MAX_CHOICES}")
+    out = []
+    for request in per_prompt:
+        for i in range(n):
+            seed = request.sampling.seed
+            sampling = replace(request.sampling, seed=None if seed is None else seed + i)
+            fields = {f.name: getattr(request, f.name) for f in fields_of(request)}
+            fields |= {"sampling": sampling}
+            del fields["request_id"]  # a fresh id for each
+            out.append(GenerationRequest(**fields))
+    return replace(parsed, request=out[0], more=tuple(out[1:]), prompts=len(per_prompt))
 
 
 def _param_of(message: str) -> str:
@@ -226,19 +252,51 @@ def _param_of(message: str) -> str:
     return "messages"
 
 
+def _token_ids(value: list[Any], param: str) -> tuple[int, ...]:
+    if not value or not all(
+        isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in value
+    ):
+        raise RequestInvalid(param, "must be a non-empty list of token ids (integers >= 0)")
+    if len(value) > MAX_PROMPT_CHARS:
+        raise RequestInvalid(param, f"exceeds {MAX_PROMPT_CHARS} tokens")
+    return tuple(value)
+
+
+def _prompts(value: Any) -> list[str | tuple[int, ...]]:
+    """OpenAI's prompt forms: a string, a list of strings, a list of token ids, or a list of such
+    lists; one choice (or n) per prompt."""
+    if isinstance(value, str) or (isinstance(value, list) and value and isinstance(value[0], int)):
+        value = [value]
+    if not isinstance(value, list) or not value or len(value) > MAX_CHOICES:
+        raise RequestInvalid(
+            "prompt", f"must be a string, token ids, or a list of 1..{MAX_CHOICES} of them"
+        )
+    out: list[str | tuple[int, ...]] = []
+    for i, item in enumerate(value):
+        param = "prompt" if len(value) == 1 else f"prompt[{i}]"
+        if isinstance(item, list):
+            out.append(_token_ids(item, param))
+        elif not isinstance(item, str) or not item:
+            raise RequestInvalid(param, "must be a non-empty string or a list of token ids")
+        elif len(item) > MAX_PROMPT_CHARS:
+            raise RequestInvalid(param, f"exceeds {MAX_PROMPT_CHARS} characters")
+        else:
+            out.append(item)
+    return out
+
+
 def parse_completion(body: Any, max_tokens_cap: int) -> ParsedRequest:
-    """Validate a /v1/completions body (a single string prompt)."""
+    """Validate a /v1/completions body."""
     model, stream, include_usage = _common(body)
-    prompt = body.get("prompt")
-    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
-        prompt = prompt[0]
-    if not isinstance(prompt, str) or not prompt:
-        raise RequestInvalid("prompt", "must be a non-empty string")
-    if len(prompt) > MAX_PROMPT_CHARS:
-        raise RequestInvalid("prompt", f"exceeds {MAX_PROMPT_CHARS} characters")
+    prompts = _prompts(body.get("prompt"))
     for field in ("tools", "tool_choice", "response_format", "chat_template_kwargs"):
         if body.get(field) is not None:
             raise RequestInvalid(field, "is only served by /v1/chat/completions")
     sampling = _sampling(body, max_tokens_cap, chat=False)
-    request = GenerationRequest(prompt=prompt, sampling=sampling)
-    return ParsedRequest(model, stream, include_usage, request)
+    requests = [
+        GenerationRequest(prompt=p, sampling=sampling)
+        if isinstance(p, str)
+        else GenerationRequest(prompt_ids=p, sampling=sampling)
+        for p in prompts
+    ]
+    return _with_choices(ParsedRequest(model, stream, include_usage, requests[0]), requests, body)

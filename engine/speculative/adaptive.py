@@ -43,7 +43,6 @@ class CostModel:
     decay: float = 0.2
     plain_s: float | None = None
     per_draft_s: float | None = None
-    plain_steps: int = 0
 
     def observe(self, num_drafts: int, seconds: float) -> None:
         """One finished step that verified num_drafts drafts and took seconds."""
@@ -51,7 +50,6 @@ class CostModel:
             return  # the sequence waited (preempted, idle engine): not a step time
         if num_drafts == 0:
             self.plain_s = _mix(self.plain_s, seconds, self.decay)
-            self.plain_steps += 1
         elif self.plain_s is not None:
             extra = max(0.0, (seconds - self.plain_s) / num_drafts)
             self.per_draft_s = _mix(self.per_draft_s, extra, self.decay)

@@ -89,9 +89,6 @@ class TokenizerMeta:
     n_tokens: int
     bos_id: int | None
     eos_id: int | None
-    eot_id: int | None
-    unk_id: int | None
-    pad_id: int | None
     add_bos: bool | None
     add_eos: bool | None
 
@@ -226,9 +223,6 @@ def _tokenizer_meta(md: dict[str, Any], n_tokens: int | None, source: str) -> To
         n_tokens=n_tokens or 0,
         bos_id=_token_id(f, "tokenizer.ggml.bos_token_id", n_tokens),
         eos_id=_token_id(f, "tokenizer.ggml.eos_token_id", n_tokens),
-        eot_id=_token_id(f, "tokenizer.ggml.eot_token_id", n_tokens),
-        unk_id=_token_id(f, "tokenizer.ggml.unknown_token_id", n_tokens),
-        pad_id=_token_id(f, "tokenizer.ggml.padding_token_id", n_tokens),
         add_bos=f.opt_boolean("tokenizer.ggml.add_bos_token"),
         add_eos=f.opt_boolean("tokenizer.ggml.add_eos_token"),
     )

@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ember.models.hub.moe_fit import CONFIG_KEYS, GGUF_KEYS, Experts, experts_of
 from ember.models.quants.kv_cache import DEFAULT_KV_CACHE, kv_element_bytes
 
 RUNTIME_OVERHEAD_BYTES = 300 * 1000 * 1000  # interpreter, torch/llama.cpp, buffers
@@ -26,6 +27,7 @@ class Shape:
     layers: int
     kv_heads: int
     head_dim: int
+    experts: Experts | None = None  # a mixture of experts: total vs active parameters
 
     def kv_bytes_per_token(self, kv_cache: str = DEFAULT_KV_CACHE) -> int:
         """K and V bytes of one token over all layers, in a KV cache type (f16, q8, q4)."""
@@ -50,6 +52,16 @@ class FitEstimate:
     disk_needed_bytes: int
     disk_free_bytes: int
     kv_cache: str = DEFAULT_KV_CACHE
+    experts: Experts | None = None
+
+    @property
+    def ram_working_set_bytes(self) -> int:
+        """RAM with a MoE model's experts left mmap'd: one token's share of the weights plus
+        KV and runtime (a dense model: ram_needed_bytes)."""
+        if self.experts is None:
+            return self.ram_needed_bytes
+        cold = self.weights_bytes - self.experts.working_set_bytes(self.weights_bytes)
+        return self.ram_needed_bytes - cold
 
     @property
     def ram_verdict(self) -> str:
@@ -80,6 +92,8 @@ class FitEstimate:
             "disk_needed_bytes": self.disk_needed_bytes,
             "disk_free_bytes": self.disk_free_bytes,
             "disk_ok": self.disk_ok,
+            "ram_working_set_bytes": self.ram_working_set_bytes,
+            "moe": self.experts.to_dict() if self.experts else None,
         }
 
 
@@ -124,7 +138,11 @@ def shape_from_gguf_header(header: bytes) -> Shape | None:
         head_dim = width // heads
     if not (layers and kv_heads and head_dim):
         return None
-    return Shape(layers, kv_heads, head_dim)
+    experts = experts_of(num, GGUF_KEYS)
+    vocab = num("vocab_size")
+    if experts is not None and vocab:
+        experts = replace(experts, vocab=vocab)
+    return Shape(layers, kv_heads, head_dim, experts)
 
 
 def shape_from_config(config_text: str) -> Shape | None:
@@ -136,9 +154,20 @@ def shape_from_config(config_text: str) -> Shape | None:
         heads = int(config["num_attention_heads"])
         kv_heads = int(config.get("num_key_value_heads") or heads)
         head_dim = int(config.get("head_dim") or int(config["hidden_size"]) // heads)
+        experts = experts_of(lambda k: _config_int(config, k), CONFIG_KEYS)
+        if experts is not None:
+            experts = replace(experts, vocab=_config_int(config, "vocab_size") or 0)
     except (ValueError, KeyError, TypeError, AttributeError, ZeroDivisionError):
         return None
-    return Shape(layers, kv_heads, head_dim)
+    return Shape(layers, kv_heads, head_dim, experts)
+
+
+def _config_int(config: dict[str, object], key: str) -> int | None:
+    """An integer of config.json (transformers 5.x spells num_experts num_local_experts)."""
+    value = config.get(key)
+    if value is None and key == "num_experts":
+        value = config.get("num_local_experts")
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def estimate(
@@ -158,4 +187,7 @@ def estimate(
         probe = probe.parent
     free = shutil.disk_usage(probe).free
     need = weights_bytes + (kv or 0) + RUNTIME_OVERHEAD_BYTES
-    return FitEstimate(weights_bytes, kv, ctx, need, available, total, disk_needed, free, kv_cache)
+    experts = shape.experts if shape else None
+    return FitEstimate(
+        weights_bytes, kv, ctx, need, available, total, disk_needed, free, kv_cache, experts
+    )

@@ -54,3 +54,18 @@ def test_parse_system_info() -> None:
     features = doctor.parse_system_info(text)
     assert features["backends"] == "CPU,CUDA"
     assert features["AVX2"] == "1" and features["ARCHS"] == "890"
+
+
+def test_auto_says_what_it_picks_and_why(
+    ember_home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert main(["doctor", "--json"]) == 0
+    auto = json.loads(capsys.readouterr().out)["auto"]
+    assert auto["threads"] >= 1 and auto["threads_why"].startswith(f"auto: {auto['threads']} = ")
+    assert "CPUs in affinity" in auto["threads_why"] and "other programs busy" in auto["threads_why"]
+    assert auto["gguf_runner"] in ("llama.cpp", "torch") and auto["gguf_runner_why"]
+    assert auto["native_isa"] == auto["native_isas_here"][0]
+    monkeypatch.setenv("EMBER_ISA", "sse9")
+    assert main(["doctor", "--json"]) == 0
+    auto = json.loads(capsys.readouterr().out)["auto"]
+    assert auto["native_isa_error"].startswith("EMBER_ISA=sse9: choose one of auto, avx512")

@@ -186,6 +186,16 @@ def test_pull_list_then_pull_json(
     assert not (tmp_path / "ember_home" / "data" / "models" / "hub").exists()  # no leftovers
 
 
+def test_pull_list_shows_a_mixture_of_experts_total_and_active(
+    hub: HubServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    moe = write_tiny_gguf(tmp_path / "moe.gguf", "qwen3moe", n_vocab=64).read_bytes()
+    hub.add_repo("org/moe-GGUF", {"moe-Q4_K_M.gguf": moe})
+    code, out, _ = _run(capsys, "pull", "org/moe-GGUF", "--list")
+    assert code == 0 and "mixture of experts: 2 of 4 experts per token" in out
+    assert "B active (token tables not counted)" in out and "RAM MMAP/RESIDENT" in out
+
+
 def test_pull_offline_names_what_is_missing(
     hub: HubServer, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -83,7 +83,7 @@ def test_remote_and_prefix_flags() -> None:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--threads", "10000"], "--threads 10000: must be between 0 (all cores) and"),
+        (["--threads", "10000"], "--threads 10000: must be between 0 (auto: the cores free now) and"),
         (["--threads", "-1"], "--threads -1: must be between 0"),
         (["--ctx", "8"], "--ctx 8: must be auto or between 16"),
         (["--sink", "-2"], "--sink -2: must be between 0"),

@@ -41,15 +41,15 @@ def test_chat_format_rules() -> None:
 def test_repetition_defaults_come_from_the_settings_and_flags_win() -> None:
     params = sampling_params(Settings(), {})
     got = (params.dry_multiplier, params.dry_base, params.dry_allowed_length)
-    assert got == (0.8, 1.75, 2)
+    assert got == (0.0, 1.75, 2)  # DRY off by default (benchmarks/bench_dry_default.py)
     assert (params.dry_penalty_last_n, params.loop_min_tokens) == (-1, 64)
     assert params.dry_sequence_breakers == ("\n", ":", '"', "*")
     args = build_parser().parse_args(
-        ["run", "m", "hi", "--dry-multiplier", "0", "--dry-sequence-breakers", '["\\n"]']
+        ["run", "m", "hi", "--dry-multiplier", "0.8", "--dry-sequence-breakers", '["\\n"]']
     )
     flags = {name: getattr(args, name) for name in ("dry_multiplier", "dry_sequence_breakers")}
     params = sampling_params(Settings(dry_base=2.0, loop_min_tokens=0), flags)
-    assert (params.dry_multiplier, params.dry_base, params.loop_min_tokens) == (0.0, 2.0, 0)
+    assert (params.dry_multiplier, params.dry_base, params.loop_min_tokens) == (0.8, 2.0, 0)
     assert params.dry_sequence_breakers == ("\n",)
 
 

@@ -10,7 +10,7 @@ from ember.app.cli import main
 from ember.app.commands.run import JSON_FIELDS
 
 FIELDS = {"text", "finish_reason", "token_ids", "runner", "device", *JSON_FIELDS}
-FIELDS |= {"kv_cache", "kv_cache_bytes"}  # the KV cache the engine allocated (--kv-cache)
+FIELDS |= {"kv_cache", "kv_element", "kv_cache_bytes"}  # the KV cache (--kv-cache) and its bytes
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -103,3 +103,16 @@ def test_eval_ppl_json(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> No
     )
     streamed = json.loads(out)
     assert streamed["mode"] == "streaming" and streamed["evicted_tokens"] > 0
+
+
+def test_an_empty_reply_is_named_on_stderr(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A reply with no visible text is not passed off as an answer: stderr says so."""
+    grammar = tmp_path / "space.regex"
+    grammar.write_text("[ ]")  # the only reply the constraint allows: one blank
+    code, out, err = _run(capsys, *GREEDY_JSON, "--grammar", str(grammar), "--max-tokens", "4")
+    assert code == 0 and not out.strip()
+    assert "ember: empty reply: the model wrote no text (1 tokens, finish: stop)" in err
+    _, _, err = _run(capsys, *GREEDY_JSON, "--max-tokens", "4")
+    assert "empty reply" not in err

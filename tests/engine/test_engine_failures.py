@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +22,7 @@ from ember.engine.errors import EngineError
 from ember.engine.runners.base import ForwardBatch
 from ember.engine.runners.fake import FakeRunner, FakeTokenizer, fake_chat_ids
 from tests.engine.helpers import greedy, make_engine, prompt_ids, reference_greedy
+from tests.waiting import wait_until
 
 
 class PoisonTokenizer(FakeTokenizer):
@@ -41,10 +41,7 @@ def _serve(engine: Engine) -> EngineThread:
 
 
 def _wait(condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.01)
+    wait_until(condition, "the backend's health changes", timeout_s, interval_s=0.01)
 
 
 def test_lone_surrogates_are_tokenized_as_replacement_characters() -> None:

@@ -1,7 +1,9 @@
-"""End to end: the real `ember` in a real terminal (tmux): chat, stop with Esc, quit, reopen.
+"""End to end: the real `ember` in a real terminal (tmux): chat, stop with Esc or Ctrl+C, quit,
+reopen.
 
-The fake-model run checks the terminal path (keys, screens, history on restart) on every CI run;
-the starter-model run (marked `model`) does the same with the real engine.
+The fake-model run checks the terminal path (keys, screens, a demo that keeps nothing) on every
+CI run; the starter-model run (marked `model`) does the same with the real engine, and finds its
+history on restart.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -93,7 +97,8 @@ def run_ember(ember_home: Path) -> Iterator[Callable[..., Tmux]]:
 
 def _chat_session(
     run_ember: Callable[..., Tmux], args: tuple[str, ...], answer_timeout_s: float, **env: str
-) -> None:
+) -> Tmux:
+    """Chat, stop the second reply with Esc, quit with Ctrl+Q; the app after the reply stopped."""
     app = run_ember(*args, **env)
     app.wait(lambda s: "Stop" in s and "New chat" in s, "the chat screen", 60)
     app.type("Say hello")
@@ -111,21 +116,39 @@ def _chat_session(
     app.wait(lambda s: "generating" in s, "the second reply to start", answer_timeout_s, 0.05)
     app.keys("Escape")
     app.wait(lambda s: "stopped" in s and "generating" not in s, "the reply to stop", 30)
-
-    app.keys("C-q")
-    deadline = time.monotonic() + 30
-    while app.alive() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not app.alive(), "ember did not quit on Ctrl+Q"
-
-    again = run_ember(*args, **env)
-    screen = again.wait(lambda s: "Say hello" in s, "the history after restart", 60)
-    assert "dragon" in screen and "stopped" in screen
-    again.keys("C-q")
+    _quit(app)
+    return app
 
 
-def test_fake_model_in_a_real_terminal(run_ember) -> None:
+def test_fake_model_in_a_real_terminal(run_ember, ember_home: Path) -> None:
+    """The demo works in a real terminal and keeps nothing: it says it runs in a throwaway
+    home, and a second run starts empty while the real home never gets a history."""
+    app = run_ember("--fake")
+    shown = ("Nothing here is saved", "New chat")  # the toast's title on the chat screen
+    app.wait(lambda s: all(text in s for text in shown), "the demo notice", 60)
+    _quit(app)
     _chat_session(run_ember, ("--fake",), 30)
+    again = run_ember("--fake")
+    screen = again.wait(lambda s: "Stop" in s and "New chat" in s, "the chat screen", 60)
+    assert "Say hello" not in screen and "dragon" not in screen
+    _quit(again)
+    assert not (ember_home / "data" / "history.sqlite3").exists()
+
+
+def test_ctrl_c_stops_a_reply_and_a_second_ctrl_c_quits(run_ember) -> None:
+    """In a real terminal Ctrl+C reaches the app as a key (not SIGINT): the first stops the
+    streaming reply as Esc does, the second quits; the footer names the key."""
+    app = run_ember("--fake")
+    screen = app.wait(lambda s: "Stop" in s and "New chat" in s, "the chat screen", 60)
+    assert "^c" in screen
+    app.type("Write a very long story about a dragon")
+    app.keys("Enter")
+    app.wait(lambda s: "generating" in s, "the reply to start", 30, 0.05)
+    app.keys("C-c")
+    app.wait(lambda s: "stopped" in s and "generating" not in s, "the reply to stop", 30)
+    assert app.alive()
+    app.keys("C-c")
+    wait_until(lambda: not app.alive(), "ember quits on the second Ctrl+C", 30, interval_s=0.2)
 
 
 @pytest.mark.model
@@ -133,15 +156,17 @@ def test_starter_model_in_a_real_terminal(run_ember, starter_gguf) -> None:
     # greedy and short replies keep the run deterministic and quick; 32 tokens still leave time
     # to press Esc while the second reply streams
     limits = {"EMBER_TEMPERATURE": "0", "EMBER_MAX_TOKENS": "32"}
-    _chat_session(run_ember, ("--model", str(starter_gguf)), 300, **limits)
+    args = ("--model", str(starter_gguf))
+    _chat_session(run_ember, args, 300, **limits)
+    again = run_ember(*args, **limits)
+    screen = again.wait(lambda s: "Say hello" in s, "the history after restart", 60)
+    assert "dragon" in screen and "stopped" in screen
+    _quit(again)
 
 
 def _quit(app: Tmux) -> None:
     app.keys("C-q")
-    deadline = time.monotonic() + 30
-    while app.alive() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not app.alive(), "ember did not quit on Ctrl+Q"
+    wait_until(lambda: not app.alive(), "ember quits on Ctrl+Q", 30, interval_s=0.2)
 
 
 @pytest.mark.model

@@ -17,7 +17,7 @@ from typing import Any
 from ember.app.config import Settings
 from ember.app.history.parts import MessagePart
 from ember.app.history.store import Conversation, History, Message, MessageStatus
-from ember.engine.api import Backend, EngineOptions, GenerationRequest
+from ember.engine.api import Backend, EngineOptions, Finished, GenerationRequest
 from ember.errors import EmberError
 from ember.paths import Paths, get_paths
 from ember.tui.attachments import Attachment, attach
@@ -32,7 +32,13 @@ from ember.tui.chat.config import (
 from ember.tui.chat.generation import Clock, Generation, Post
 from ember.tui.chat.reply_parts import call_part, result_part, unanswered
 from ember.tui.chat.tool_turns import DENIED, ToolTurns
-from ember.tui.messages import BackendLoaded, ReplyDelta, ReplyFailed, ReplyFinished
+from ember.tui.messages import (
+    BackendLoaded,
+    ReplyDelta,
+    ReplyFailed,
+    ReplyFinished,
+    WaitProgress,
+)
 from ember.tui.toolbox import Toolbox
 
 FLUSH_INTERVAL_S = 0.5  # how often a streaming reply's text is written to the history
@@ -44,6 +50,18 @@ FINAL_STATUS: dict[str, MessageStatus] = {
     "abort": "stopped",
     "error": "error",
 }
+
+
+def empty_reply_note(finished: Finished, thought: bool) -> str:
+    """What happened when a reply ended without any text, and what to do (Ctrl+R)."""
+    tokens = finished.stats.generated_tokens
+    if thought:
+        what = f"the model only thought ({tokens} tokens) and wrote no answer"
+    elif tokens <= 1:
+        what = "the model ended its reply at once, before writing anything"
+    else:
+        what = f"the model wrote only blank space ({tokens} tokens)"
+    return f"Empty reply: {what}. Press Ctrl+R to try again (a retry samples anew)."
 
 
 class ChatBusy(EmberError):
@@ -240,7 +258,13 @@ class ChatSession(ToolTurns):
 
     def load(self, options: EngineOptions, post: Post) -> Backend:
         """The one load path (replies and preloads): the backend for options; posts
-        BackendLoaded when this call loaded it. Blocking: call it from a thread worker."""
+        BackendLoaded when this call loaded it, and WaitProgress while weights load or a long
+        prompt is prefilled (the status bar shows it). Blocking: call it from a thread worker."""
+
+        def progress(stage: str, done: int, total: int) -> None:
+            post(WaitProgress(stage, done, total))
+
+        options = dataclasses.replace(options, progress=progress)
         return self.host.get(options, on_load=lambda backend: post(BackendLoaded(backend.info)))
 
     def chat_backend(self, post: Post) -> Backend:
@@ -296,6 +320,8 @@ class ChatSession(ToolTurns):
             reply.waiting = True
             self._store(reply, stats=stats)
             return None
+        if status == "complete" and not reply.text.strip() and not event.calls:
+            status = "empty"  # never shown as an answer: the screen says what happened
         self._end(event.message_id)
         self._store(reply, status, stats=stats)
         return status

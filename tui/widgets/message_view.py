@@ -21,6 +21,7 @@ _STATUS_NOTE = {
     "stopped": "stopped",
     "interrupted": "interrupted",
     "error": "error",
+    "empty": "empty reply: no answer was written (Ctrl+R tries again)",
     "streaming": "…",
 }
 

@@ -62,12 +62,16 @@ def _check_fields(body: Any, known: frozenset[str]) -> dict[str, Any]:
     return body
 
 
-def _thinking(value: Any, effort: str | None, max_tokens: int | None) -> bool | None:
-    """thinking -> the model's reasoning switch (None: the model's own default): enabled and
-    between_tools turn it on, disabled off, adaptive leaves it to the model; with no thinking,
+def _thinking(
+    value: Any, effort: str | None, max_tokens: int | None
+) -> tuple[bool | None, int | None]:
+    """thinking -> the model's reasoning switch (None: the model's own default) and the
+    engine's reasoning budget (None: unlimited): enabled turns the switch on and its
+    budget_tokens bound the <think> block (the engine forces </think> once they are spent);
+    between_tools turns it on, disabled off, adaptive leaves it to the model; with no thinking,
     output_config.effort decides (low: off, higher: on), else it is off, as Anthropic's is."""
     if value is None:
-        return effort not in (None, "low")
+        return effort not in (None, "low"), None
     kinds = ("enabled", "disabled", "adaptive", "between_tools")
     if not isinstance(value, dict) or value.get("type") not in kinds:
         raise RequestInvalid("thinking.type", f"must be one of {', '.join(kinds)}", status=400)
@@ -78,7 +82,7 @@ def _thinking(value: Any, effort: str | None, max_tokens: int | None) -> bool | 
     if value.get("display") not in (None, "summarized"):  # "omitted" would need signatures
         raise RequestInvalid("thinking.display", "only summarized is served", status=400)
     if value["type"] != "enabled":
-        return None if value["type"] == "adaptive" else value["type"] == "between_tools"
+        return (None if value["type"] == "adaptive" else value["type"] == "between_tools"), None
     budget = value.get("budget_tokens")
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < MIN_THINKING_BUDGET:
         raise RequestInvalid(
@@ -86,7 +90,7 @@ def _thinking(value: Any, effort: str | None, max_tokens: int | None) -> bool | 
         )
     if max_tokens is not None and budget >= max_tokens:
         raise RequestInvalid("thinking.budget_tokens", "must be less than max_tokens", status=400)
-    return True
+    return True, budget
 
 
 def _stop_sequences(body: dict[str, Any]) -> tuple[str, ...]:
@@ -181,11 +185,11 @@ def parse_messages(body: Any, max_tokens_cap: int, count_only: bool = False) -> 
     _cache_control(body.get("cache_control"))
     effort, constraint = _output_config(body.get("output_config"))
     max_tokens = None if count_only else sampling.max_tokens
-    thinking = _thinking(body.get("thinking"), effort, max_tokens)
+    thinking, budget = _thinking(body.get("thinking"), effort, max_tokens)
     try:
         request = GenerationRequest(
             messages=tuple(convo.messages),
-            sampling=sampling,
+            sampling=replace(sampling, reasoning_budget=budget),
             constraint=constraint,
             tools=tools,
             tool_choice=choice.engine,

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ember.app.server.errors import RequestInvalid
+from ember.errors import EmberError
 
 if TYPE_CHECKING:
     from ember.app.server.pool import ModelPool
@@ -21,7 +22,10 @@ async def on_engine(pool: ModelPool, model: Any, fn: Callable[[Engine], T]) -> t
 
     if model is not None and (not isinstance(model, str) or not 0 < len(model) <= 512):
         raise RequestInvalid("model", "must be a non-empty string", status=400)
-    name, backend = await pool.acquire(model)
+    try:
+        name, backend = await pool.acquire(model)
+    except EmberError as exc:  # the model exists but failed to load
+        raise RequestInvalid("model", str(exc), status=503) from None
     try:
         call = getattr(backend, "call", None)
         if call is None:

@@ -58,6 +58,8 @@ def parse_infill(body: Any, max_tokens_cap: int) -> ParsedRequest:
     except RequestInvalid as exc:
         param = "n_predict" if exc.param == "max_tokens" and "n_predict" in body else exc.param
         raise RequestInvalid(param, exc.reason, status=exc.status) from None
+    if parsed.more:
+        raise RequestInvalid("n", "infill writes one completion", status=400)
     request = replace(parsed.request, prompt=prefix, suffix=texts["input_suffix"])
     return replace(parsed, request=request)
 

@@ -118,7 +118,7 @@ def routes(pool: ModelPool, guard: Guard) -> list[Route]:
                 _, reply = await on_engine(pool, model, run)
             except RequestInvalid as exc:
                 return error_response(exc.status, str(exc), exc.param)
-            except EmberError as exc:  # the template refused the messages, or the load failed
+            except EmberError as exc:  # the template refused the messages
                 return error_response(400, str(exc), "messages")
             return JSONResponse(reply)
 

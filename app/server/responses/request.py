@@ -2,20 +2,20 @@
 
 The Responses fields are renamed onto Chat's (max_output_tokens -> max_tokens, text.format ->
 response_format, flat function tools -> nested ones, reasoning.effort -> the template's
-thinking switch) so sampling, tools and the constraint are read in one place; an error from
+thinking switch and the engine's reasoning budget) so sampling, tools and the constraint are read in one place; an error from
 that parser is renamed back, so it names the field the client sent.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ember.app.server.errors import RequestInvalid
 from ember.app.server.responses.items import normalize_input, to_messages
 from ember.app.server.schema import parse_chat
-from ember.engine.api import GenerationRequest
+from ember.engine.api import GenerationRequest, SamplingParams
 
 KNOWN = frozenset(
     {
@@ -26,6 +26,11 @@ KNOWN = frozenset(
     }
 )  # fmt: skip
 EFFORTS = ("none", "minimal", "low", "medium", "high")
+# reasoning.effort -> the engine's reasoning budget (tokens in the <think> block; None:
+# unbounded), at most half of max_output_tokens so the answer keeps room (docs/api.md)
+EFFORT_BUDGETS: dict[str, int | None] = {
+    "none": 0, "minimal": 0, "low": 1024, "medium": 4096, "high": None,
+}  # fmt: skip
 INCLUDES = ("reasoning.encrypted_content",)
 # a chat parser's param -> the Responses field it came from
 RENAMES = (
@@ -121,6 +126,15 @@ def _reasoning(value: Any) -> dict[str, Any] | None:
     return kwargs
 
 
+def _budgeted(sampling: SamplingParams, reasoning: Any) -> SamplingParams:
+    """sampling with reasoning.effort's budget (checked by _reasoning already)."""
+    effort = reasoning.get("effort") if isinstance(reasoning, dict) else None
+    budget = EFFORT_BUDGETS.get(effort) if isinstance(effort, str) else None
+    if budget is None:
+        return sampling
+    return replace(sampling, reasoning_budget=min(budget, sampling.max_tokens // 2))
+
+
 def _checked(body: Any) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise _invalid("body", "must be a JSON object")
@@ -188,7 +202,7 @@ def parse_responses(
     echo["include"] = body.get("include") or []
     echo["parallel_tool_calls"] = body.get("parallel_tool_calls", True)
     echo["max_output_tokens"] = body.get("max_output_tokens")
-    sampling = parsed.request.sampling
+    sampling = _budgeted(parsed.request.sampling, body.get("reasoning"))
     echo |= {"temperature": sampling.temperature, "top_p": sampling.top_p}
     return ResponsesRequest(
         model=parsed.model,
@@ -196,6 +210,6 @@ def parse_responses(
         store=body.get("store", True) is not False,
         previous_response_id=body.get("previous_response_id"),
         items=context + new_items,
-        request=parsed.request,
+        request=replace(parsed.request, sampling=sampling),
         echo=echo,
     )

@@ -1,7 +1,7 @@
 """BlockMap: the engine's KV block decisions mapped onto llama.cpp sequence memory.
 
 A block is the cells of a llama sequence (a holder) over a position span; see
-llamacpp_holders.py for the bookkeeping. Invariants:
+holders.py for the bookkeeping. Invariants:
 
 - every holder of a block holds all of that block's cells, and the cells of two different block
   ids are never the same cells (copy_block makes a physical copy through the state API);

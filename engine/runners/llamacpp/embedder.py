@@ -24,7 +24,8 @@ import numpy as np
 from ember.engine.api import AUTO_CTX, EngineOptions
 from ember.engine.embedding import EmbedderInfo, EmbeddingInput, Embeddings, InputRejected
 from ember.engine.errors import EngineError
-from ember.engine.runners.llamacpp.lib import TokenBatch, lib, load_model, physical_cores
+from ember.engine.runners.llamacpp.lib import TokenBatch, lib, load_model
+from ember.engine.runners.thread_governor import auto_threads
 
 POOLING_NAMES = {1: "mean", 2: "cls", 3: "last"}  # llama_pooling_type values Ember serves
 POOLING_IDS = {name: number for number, name in POOLING_NAMES.items()}
@@ -47,7 +48,7 @@ def _context(model: Any, n_ctx: int, threads: int, pooling: int) -> Any:
     params.n_batch = n_ctx
     params.n_ubatch = n_ctx  # a non-causal input must fit one micro-batch
     params.n_seq_max = MAX_SEQS_PER_BATCH
-    params.n_threads = params.n_threads_batch = threads or physical_cores()
+    params.n_threads = params.n_threads_batch = threads or auto_threads()[0]
     params.embeddings = True
     params.pooling_type = pooling
     params.kv_unified = True  # causal embedders: any sequence may use every cell

@@ -3,7 +3,7 @@
 llama.cpp has no block addresses: its unified KV cache holds cells, each with one position and a
 set of sequence ids. So a block is "the cells of sequence s with positions [p0, p1)". The pool
 keeps, per engine block id, its first position, its token ids and the llama sequences (holders)
-whose memory includes its cells; BlockMap (llamacpp_blocks.py) builds the runner's operations on
+whose memory includes its cells; BlockMap (blocks.py) builds the runner's operations on
 it. No llama_cpp import here: `SeqMemory` is the seam (tests fake it).
 """
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import os
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ember.engine.errors import EngineError
+from ember.engine.runners.thread_governor import auto_threads
 
 
 @cache
@@ -32,24 +32,6 @@ def lib() -> ModuleType:
     return llama_cpp
 
 
-def physical_cores() -> int:
-    """Physical CPU cores (Linux: distinct core ids in /proc/cpuinfo), else logical ones."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return os.cpu_count() or 1
-    cores: set[tuple[str, str]] = set()
-    physical = core = ""
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "physical id":
-            physical = value.strip()
-        elif key.strip() == "core id":
-            core = value.strip()
-            cores.add((physical, core))
-    return len(cores) or os.cpu_count() or 1
-
-
 KV_GGML_TYPES = {"f16": 1, "q8_0": 8, "q4_0": 2}  # GGML type ids of the supported cache types
 KV_BYTES_PER_ELEMENT = {"f16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32}
 
@@ -62,7 +44,7 @@ class ContextConfig:
     n_batch: int = 512
     n_ubatch: int = 512
     n_seq_max: int = 64
-    n_threads: int = 0  # 0 = physical cores
+    n_threads: int = 0  # 0 = auto (ThreadGovernor: the cores free now)
     flash_attn: bool = False
     kv_type: str = "f16"  # f16 | q8_0 | q4_0 (K and V cache element type)
 
@@ -103,7 +85,7 @@ def new_context(model: Any, config: ContextConfig) -> Any:
     """A context with one unified KV cache shared by all sequences (cheap seq_cp)."""
     llama = lib()
     params = llama.llama_context_default_params()
-    threads = config.n_threads or physical_cores()
+    threads = config.n_threads or auto_threads()[0]
     params.n_ctx = config.n_ctx
     params.n_batch = config.n_batch
     params.n_ubatch = min(config.n_ubatch, config.n_batch)

@@ -3,7 +3,7 @@
 The engine does the rest (scheduling, sampling, stop strings, detokenizing), so a request gives
 the same events here as on the torch runner. This file turns a ForwardBatch into one or more
 batched `llama_decode` calls and hands back float32 logits for each requested row; BlockMap
-(llamacpp_blocks.py) maps the engine's block tables onto llama.cpp sequence memory.
+(blocks.py) maps the engine's block tables onto llama.cpp sequence memory.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import numpy as np
 
 from ember.engine.errors import EngineError
 from ember.engine.runners.base import ForwardBatch, RunnerInfo
+from ember.engine.runners.cpu_offer import check_threads
 from ember.engine.runners.llamacpp import snapshot
 from ember.engine.runners.llamacpp.blocks import BlockMap, PlannedStep
 from ember.engine.runners.llamacpp.lib import (
@@ -31,6 +32,7 @@ from ember.engine.runners.llamacpp.lib import (
     load_model,
     new_context,
 )
+from ember.engine.runners.thread_governor import ThreadGovernor
 
 if TYPE_CHECKING:
     from ember.engine.api import EngineOptions
@@ -45,7 +47,7 @@ LLAMA_KV_TYPES = {"f16": "f16", "q8": "q8_0", "q4": "q4_0"}  # --kv-cache -> lla
 class LlamaCppConfig:
     """How the runner drives llama.cpp."""
 
-    threads: int = 0  # 0 = physical cores
+    threads: int = 0  # 0 = auto: the cores free now, re-measured while it runs (ThreadGovernor)
     batch_tokens: int = 512  # n_batch: the most tokens one llama_decode takes
     ubatch_tokens: int = 512  # n_ubatch: tokens per compute graph
     gpu_layers: int = 0  # layers offloaded on a CUDA/Metal build (-1 = all)
@@ -60,8 +62,9 @@ class LlamaCppConfig:
             raise EngineError(f"kv_type={self.kv_type!r}: use one of {', '.join(KV_GGML_TYPES)}")
         if not 2 <= self.max_sequences <= 256:
             raise EngineError(f"max_sequences={self.max_sequences}: must be in [2, 256]")
-        if self.batch_tokens < 1 or self.ubatch_tokens < 1 or self.threads < 0:
-            raise EngineError("llama.cpp batch sizes must be >= 1 and threads >= 0")
+        if self.batch_tokens < 1 or self.ubatch_tokens < 1:
+            raise EngineError("llama.cpp batch sizes must be >= 1")
+        check_threads(self.threads)
 
     @classmethod
     def from_options(cls, options: EngineOptions) -> LlamaCppConfig:
@@ -127,6 +130,8 @@ class LlamaCppRunner:
         self.config = config
         self.tokenizer = tokenizer
         self._model = model
+        # llama.cpp's threads wait for each other every step: as many as cores are free
+        self.governor = ThreadGovernor(config.threads)
         device = "cpu" if config.gpu_layers == 0 else _gpu_backend()
         self.info = _model_info(model, device, digest, config.kv_type)
         self._ctx: Any = None
@@ -179,18 +184,24 @@ class LlamaCppRunner:
             n_batch=self.config.batch_tokens,
             n_ubatch=self.config.ubatch_tokens,
             n_seq_max=self.config.max_sequences,
-            n_threads=self.config.threads,
+            n_threads=self.governor.threads,
             flash_attn=self.config.flash_attn,
             kv_type=self.config.kv_type,
         )
         self._ctx = new_context(self._model, config)
+        self.governor.attach(self._set_threads)
         memory = LlamaMemory(self._ctx)
         self._blocks = BlockMap(memory, block_size, self.config.max_sequences)
         can_shift = bool(lib().llama_memory_can_shift(lib().llama_get_memory(self._ctx)))
         self.info = dataclasses.replace(self.info, supports_shift=can_shift)
 
+    def _set_threads(self, threads: int) -> None:
+        if self._ctx is not None:
+            lib().llama_set_n_threads(self._ctx, threads, threads)
+
     def forward(self, batch: ForwardBatch) -> list[np.ndarray]:
         """Per step, float32 logits (num_logits, vocab_size) of its last num_logits tokens."""
+        self.governor.tick()
         planned = [self.block_map.plan(step) for step in batch.steps]
         vocab = self.info.vocab_size
         outputs = [np.empty((p.num_logits, vocab), dtype=np.float32) for p in planned]

@@ -18,13 +18,13 @@ from ember.engine.runners.torch.loader import ModelSource
 from ember.engine.runners.torch.model import DecoderLayer, LayerWeights, Transformer
 from ember.engine.runners.torch.packed_cache import PackedCache, cache_key
 from ember.engine.runners.torch.weights import (
-    INT4_SOURCES,
-    INT8_SOURCES,
     WeightTensor,
+    resolve_format,
     unpermute_rope_rows,
 )
 
 if TYPE_CHECKING:
+    from ember.engine.api import Progress
     from ember.engine.runners.torch.native.kernels import Kernels
 
 
@@ -45,18 +45,6 @@ class BuildOptions:
                 )
 
 
-def resolve_format(option: str, tensors: list[WeightTensor]) -> str:
-    """auto: 4-bit sources -> int4, 5..8-bit -> int8g (8-bit groups; the finest member of a fused group wins)."""
-    if option != "auto":
-        return option
-    qtypes = {t.qtype for t in tensors}
-    if qtypes <= INT4_SOURCES:
-        return "int4"
-    if qtypes <= INT4_SOURCES | INT8_SOURCES:
-        return "int8g"
-    return "dense"
-
-
 def native_ready(src: ModelSource) -> str:
     """'' when every matrix of src can stay in its GGUF form for the native kernels, else why."""
     from ember.engine.runners.torch.native.structs import BLOCK_COLS, NATIVE_TYPES
@@ -64,9 +52,11 @@ def native_ready(src: ModelSource) -> str:
     if src.kind != "gguf":
         return f"{src.path}: native kernels read GGUF files ({src.kind} runs on torch kernels)"
     for name, t in src.tensors.items():
-        if len(t.shape) != 2 or name.endswith("norm.weight") or name == "rope_freqs.weight":
-            continue
-        if t.qtype not in NATIVE_TYPES or t.shape[1] % BLOCK_COLS.get(t.qtype, 1):
+        if len(t.shape) not in (2, 3) or name.endswith("norm.weight"):
+            continue  # 3-D: stacked experts, each expert a matrix of the same type
+        if name == "rope_freqs.weight" or name.endswith("ffn_gate_inp.weight"):
+            continue  # routers run in float32 torch (experts.py)
+        if t.qtype not in NATIVE_TYPES or t.shape[-1] % BLOCK_COLS.get(t.qtype, 1):
             return f"{name}: GGML type {t.qtype} has no native kernel"
     return ""
 
@@ -156,14 +146,19 @@ class _Builder:
         permute = None
         if cfg.unpermute_qk:
             permute = {p + "attn_q": cfg.n_heads, p + "attn_k": cfg.n_kv_heads}
+        moe = cfg.n_experts > 0
         w = LayerWeights(
             attn_norm=self.norm(p + "attn_norm.weight"),
             qkv=self.linear([p + "attn_q", p + "attn_k", p + "attn_v"], fmt, permute),
             o_proj=self.linear([p + "attn_output"], fmt),
             ffn_norm=self.norm(p + "ffn_norm.weight"),
-            gate_up=self.linear([p + "ffn_gate", p + "ffn_up"], fmt),
-            down=self.linear([p + "ffn_down"], fmt),
+            gate_up=None if moe else self.linear([p + "ffn_gate", p + "ffn_up"], fmt),
+            down=None if moe else self.linear([p + "ffn_down"], fmt),
         )
+        if moe:
+            from ember.engine.runners.torch.experts import build_moe
+
+            w.moe = build_moe(self, i)
         if cfg.qk_norm:
             q_w = self.tensor(p + "attn_q_norm.weight").to_float()
             k_w = self.tensor(p + "attn_k_norm.weight").to_float()
@@ -222,8 +217,10 @@ def build_model(
     opts: BuildOptions,
     cache_root: Path | None = None,
     kernels: Kernels | None = None,
+    progress: Progress | None = None,
 ) -> Transformer:
-    """Assemble the Transformer for src with opts (weights leave the mmap layer by layer).
+    """Assemble the Transformer for src with opts (weights leave the mmap layer by layer;
+    progress hears each layer: "packing weights" when the packed cache has none yet).
 
     With kernels (the native library; see native_ready), every matrix stays in the file's
     mmap in its GGUF form and nothing is converted or cached. Otherwise, with cache_root (CPU
@@ -235,7 +232,13 @@ def build_model(
         cache = PackedCache.open(cache_root, cache_key(src.path, src.digest, options))
     b = _Builder(src, opts, cache, kernels)
     cfg: ModelConfig = src.config
-    layers = [b.layer(i) for i in range(cfg.n_layers)]
+    packing = kernels is None and cache.path is not None and cache.found is None
+    stage = "packing weights (first run of this model)" if packing else "loading weights"
+    layers = []
+    for i in range(cfg.n_layers):
+        layers.append(b.layer(i))
+        if progress is not None:
+            progress(stage, i + 1, cfg.n_layers)
     model = Transformer(cfg, b.embedding(), layers, b.norm("output_norm.weight"), b.head())
     cache.save()
     return model

@@ -77,6 +77,10 @@ class ModelConfig:
     final_softcap: float | None = None
     tie_embeddings: bool = False
     unpermute_qk: bool = False  # GGUF llama: undo the converter's Q/K row permutation at load
+    n_experts: int = 0  # MoE: experts per layer (0 = a dense FFN)
+    n_experts_used: int = 0  # experts chosen per token
+    expert_ffn_size: int = 0  # one expert's hidden width
+    norm_topk_prob: bool = False  # renormalise the chosen experts' weights to sum to 1
 
     def __post_init__(self) -> None:
         for name in ("n_layers", "hidden_size", "ffn_size", "n_heads", "n_kv_heads", "head_dim"):
@@ -88,6 +92,10 @@ class ModelConfig:
             raise EngineError(f"{self.arch}: layer_sliding needs one entry per layer")
         if any(self.layer_sliding) and not self.sliding_window:
             raise EngineError(f"{self.arch}: sliding layers need a sliding_window")
+        if self.n_experts and not 0 < self.n_experts_used <= self.n_experts:
+            raise EngineError(
+                f"{self.arch}: n_experts_used={self.n_experts_used} must be in 1..{self.n_experts}"
+            )
         if self.activation not in ("silu", "gelu_tanh"):
             raise EngineError(f"{self.arch}: activation {self.activation!r} is not supported")
 
@@ -168,4 +176,8 @@ def model_config(hp: ModelHParams, spec: ArchSpec) -> ModelConfig:
         final_softcap=hp.final_logit_softcap,
         tie_embeddings=hp.tie_embeddings,
         unpermute_qk=hp.rope_interleaved,
+        n_experts=hp.n_experts,
+        n_experts_used=hp.n_experts_used,
+        expert_ffn_size=hp.expert_ffn_size,
+        norm_topk_prob=hp.norm_topk_prob,
     )

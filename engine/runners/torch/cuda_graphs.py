@@ -37,8 +37,11 @@ def _bucket(n: int) -> int:
 
 
 def enabled(runner: TorchRunner) -> bool:
-    """Graphs are used on CUDA unless EMBER_CUDA_GRAPHS=0 or the RoPE depends on the length."""
+    """Graphs are used on CUDA unless EMBER_CUDA_GRAPHS=0, the RoPE depends on the length, or
+    the model routes tokens to experts (which experts run is data, a graph replays fixed work)."""
     if runner.device.type != "cuda" or os.environ.get("EMBER_CUDA_GRAPHS", "1") == "0":
+        return False
+    if runner.cfg.n_experts:
         return False
     return all(r.params.kind != "dynamic" for r in runner.ropes.values())
 

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ember.models.files.hparams.hparams import ModelHParams
     from ember.models.files.safetensors import SafetensorsModel
 
+
 @dataclass
 class ModelSource:
     """A model's description, config and tensors under GGUF names, plus where it came from."""
@@ -76,10 +77,37 @@ def _open_safetensors(path: Path, digest: str) -> ModelSource:
         name = gguf_tensor_name(hf_name, hp.architecture, model.hf_names)
         if name is not None:
             tensors[name] = WeightTensor(name, entry.shape, F32, load=_loader(model, hf_name))
+    if hp.is_moe:
+        tensors |= _expert_stacks(model, hp)
     config = model_config(hp, spec)
     return ModelSource(
         model.folder, "safetensors", spec, hp, config, tensors, digest, keepalive=model
     )
+
+
+def _expert_stacks(model: SafetensorsModel, hp: ModelHParams) -> dict[str, WeightTensor]:
+    """GGUF's stacked expert tensors over a checkpoint's per-expert matrices (each expert read
+    on its own when the runner first uses it)."""
+    from ember.models.files.hparams.tensors import expected_tensors, hf_expert_names
+
+    stacks: dict[str, WeightTensor] = {}
+    for name, exp in expected_tensors(hp).items():
+        names = hf_expert_names(name, hp.n_experts, model.hf_names)
+        if names:
+            loads = [_loader(model, n) for n in names]
+            stacks[name] = WeightTensor(
+                name, exp.shape, F32, load=_stacked(loads), expert_loads=loads
+            )
+    return stacks
+
+
+def _stacked(loads: list[Any]) -> Any:
+    def load() -> torch.Tensor:
+        import torch
+
+        return torch.stack([f() for f in loads])
+
+    return load
 
 
 def _loader(model: SafetensorsModel, name: str) -> Any:

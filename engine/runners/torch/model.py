@@ -19,6 +19,7 @@ from ember.engine.runners.torch.layers.attention import AttnPlan, attend
 from ember.engine.runners.torch.layers.decode_attention import DecodeTables, attend_decode
 from ember.engine.runners.torch.layers.embedding import DeviceEmbedding, QEmbedding
 from ember.engine.runners.torch.layers.linear import DENSE_PREFILL_TOKENS, QLinear
+from ember.engine.runners.torch.layers.moe import MoEFFN
 from ember.engine.runners.torch.layers.norm import RMSNorm
 from ember.engine.runners.torch.layers.rope import apply_rope_signed
 
@@ -45,8 +46,9 @@ class LayerWeights:
     qkv: QLinear  # fused q, k, v projections
     o_proj: QLinear
     ffn_norm: RMSNorm
-    gate_up: QLinear  # fused gate and up projections
-    down: QLinear
+    gate_up: QLinear | None  # fused gate and up projections (None: a MoE layer)
+    down: QLinear | None
+    moe: MoEFFN | None = None  # the routed experts that replace gate_up and down
     qk_norm: RMSNorm | None = None  # per-head q and k norms as one (H + Hkv, head_dim) weight
     post_attn_norm: RMSNorm | None = None
     post_ffn_norm: RMSNorm | None = None
@@ -91,12 +93,21 @@ class DecoderLayer(nn.Module):
         if w.post_attn_norm is not None:
             o = w.post_attn_norm(o)
         x = x + o
-        gate, up = w.gate_up(w.ffn_norm(x)).chunk(2, dim=-1)
-        act = F.gelu(gate, approximate="tanh") if self.gelu else F.silu(gate)
-        y = w.down(act * up)
+        y = self.ffn(w.ffn_norm(x))
         if w.post_ffn_norm is not None:
             y = w.post_ffn_norm(y)
         return x + y
+
+
+    def ffn(self, h: torch.Tensor) -> torch.Tensor:  # (N, hidden) normed -> (N, hidden)
+        """The gated MLP, or the routed experts of a MoE layer."""
+        w = self.w
+        if w.moe is not None:
+            return w.moe(h)
+        assert w.gate_up is not None and w.down is not None
+        gate, up = w.gate_up(h).chunk(2, dim=-1)
+        act = F.gelu(gate, approximate="tanh") if self.gelu else F.silu(gate)
+        return w.down(act * up)
 
 
 class Transformer(nn.Module):

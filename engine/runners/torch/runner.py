@@ -12,6 +12,7 @@ import torch
 
 from ember.engine.errors import EngineError
 from ember.engine.runners.base import ForwardBatch, RunnerInfo, SeqStep
+from ember.engine.runners.thread_governor import ThreadGovernor
 from ember.engine.runners.torch import cuda_graphs
 from ember.engine.runners.torch.build import BuildOptions, build_model, native_ready
 from ember.engine.runners.torch.cuda_graphs import DecodeGraphs
@@ -23,7 +24,7 @@ from ember.engine.runners.torch.loader import ModelSource, open_model
 from ember.engine.runners.torch.model import StepContext, Transformer
 
 if TYPE_CHECKING:
-    from ember.engine.api import EngineOptions
+    from ember.engine.api import EngineOptions, Progress
     from ember.engine.runners.torch.native.kernels import Kernels
     from ember.engine.runners.torch.native.model import NativeModel
     from ember.models.text.tokenizers.base import Tokenizer
@@ -44,7 +45,7 @@ class TorchOptions:
     )
     weight_format: str = "auto"  # auto | dense | int8 | int4
     head_format: str = "auto"
-    threads: int = 0  # 0 = leave torch's default
+    threads: int = 0  # 0 = auto on the CPU: the cores free now, re-measured (ThreadGovernor)
     packed_cache_dir: str = ""  # map converted weights from here (packed_cache.py); "" = off
     kernels: str = "auto"  # auto | native | torch: the CPU's GGUF kernels (native/) or torch's
     kv_dtype: str = "auto"  # auto (float16 with native kernels, else dtype) | float16 | bfloat16
@@ -114,6 +115,7 @@ class TorchRunner:
         self.src, self.model, self.cfg, self.device, self.dtype = src, model, cfg, device, dtype
         self.kv_dtype = kv_dtype or dtype
         self.native = native  # the one-call decode step (CPU, GGUF, native kernels)
+        self.governor: ThreadGovernor | None = None  # CPU: the thread count (load() sets it)
         self._tokenizer: Tokenizer | None = None
         freq_factors = src.tensors.get("rope_freqs.weight")
         factors = freq_factors.to_float() if freq_factors is not None else None
@@ -156,11 +158,14 @@ class TorchRunner:
         digest: the model's content digest (app's ModelFiles.digest); it keys the packed-weight
         cache and becomes info.model_digest. Without one the packed cache is not used."""
         opts = _torch_options(options)
-        if opts.threads > 0:
-            torch.set_num_threads(opts.threads)
         device = opts.resolve_device()
+        governor = None
+        if device.type == "cpu":  # the decode pool and OpenMP's prefill take torch's count
+            governor = ThreadGovernor(opts.threads)
+            governor.attach(torch.set_num_threads)
         src = open_model(path, digest)
-        kernels = _native_kernels(opts, device, src)
+        progress = getattr(options, "progress", None)  # EngineOptions.progress
+        kernels = _native_kernels(opts, device, src, progress)
         dtype = opts.resolve_dtype(device, native=kernels is not None)
         kv_dtype = opts.resolve_kv_dtype(dtype, native=kernels is not None)
         build = BuildOptions(
@@ -171,16 +176,18 @@ class TorchRunner:
         )
         root = Path(opts.packed_cache_dir) if opts.packed_cache_dir and digest else None
         with torch.inference_mode():
-            model = build_model(src, build, root, kernels)
+            model = build_model(src, build, root, kernels, progress)
         native = None
-        if kernels is not None:
+        if kernels is not None and not src.config.n_experts:  # MoE steps run layer by layer
             from ember.engine.runners.torch.native.kernels import mat_of
             from ember.engine.runners.torch.native.model import NativeModel
 
             table = src.tensors["token_embd.weight"]
             embed = mat_of(table.raw, table.qtype, table.shape)
             native = NativeModel(kernels.lib, model, embed, keep=[src.keepalive])
-        return cls(src, model, device, dtype, kv_dtype, native)
+        runner = cls(src, model, device, dtype, kv_dtype, native)
+        runner.governor = governor
+        return runner
 
     def init_kv(self, num_blocks: int, block_size: int) -> None:
         """Allocate the KV pools (dropping any previous ones first). On an accelerator one more
@@ -243,6 +250,8 @@ class TorchRunner:
 
     def forward(self, batch: ForwardBatch) -> list[np.ndarray]:
         """Per step, float32 logits (num_logits, vocab)."""
+        if self.governor is not None:
+            self.governor.tick()
         kv = self._store()
         if not batch.steps:
             return []
@@ -310,8 +319,11 @@ def _first_layer(cfg: Any, sliding: bool) -> int:
     return next(i for i in range(cfg.n_layers) if cfg.is_sliding(i) == sliding)
 
 
-def _native_kernels(opts: TorchOptions, device: torch.device, src: ModelSource) -> Kernels | None:
-    """The native kernels when this load can use them (kernels=native insists: EngineError)."""
+def _native_kernels(
+    opts: TorchOptions, device: torch.device, src: ModelSource, progress: Progress | None = None
+) -> Kernels | None:
+    """The native kernels when this load can use them (kernels=native insists: EngineError);
+    progress hears their preparation (a compile on this machine's first run)."""
     if opts.kernels == "torch" or device.type != "cpu":
         if opts.kernels == "native":
             raise EngineError(f"kernels native: only on the CPU (device is {device.type})")
@@ -325,7 +337,12 @@ def _native_kernels(opts: TorchOptions, device: torch.device, src: ModelSource) 
     if not reason:
         from ember.engine.runners.torch.native.kernels import Kernels, native_build
 
+        stage = "preparing the CPU kernels (compiled on the first run)"
+        if progress is not None:
+            progress(stage, 0, 1)
         build = native_build(_native_dir(opts))
+        if progress is not None:
+            progress(stage, 1, 1)
         reason = build.reason
         kernels = Kernels(build.lib) if build.lib is not None else None
     if reason and opts.kernels == "native":

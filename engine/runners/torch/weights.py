@@ -27,6 +27,23 @@ class WeightTensor:
     qtype: int  # GGML type id (F32 for safetensors floats)
     raw: Any = None  # GGUF: uint8 / float numpy mmap view
     load: Callable[[], torch.Tensor] | None = None  # safetensors: reads the tensor
+    # a safetensors expert stack (n_experts, out, in): one loader per expert's (out, in) matrix
+    expert_loads: list[Callable[[], torch.Tensor]] | None = None
+
+    def expert(self, e: int) -> WeightTensor:
+        """Expert e of a stacked (n_experts, out, in) tensor as its own (out, in) tensor: in a
+        GGUF file a view of that expert's bytes only (the other experts' pages stay unread)."""
+        if not 0 <= e < self.shape[0] or len(self.shape) != 3:
+            raise IndexError(f"{self.name}: no expert {e} in shape {self.shape}")
+        name, shape = f"{self.name}[{e}]", self.shape[1:]
+        if self.expert_loads is not None:
+            return WeightTensor(name, shape, self.qtype, load=self.expert_loads[e])
+        if self.raw is not None:
+            per = self.raw.size // self.shape[0]
+            return WeightTensor(name, shape, self.qtype, raw=self.raw[e * per : (e + 1) * per])
+        assert self.load is not None
+        whole = self.load
+        return WeightTensor(name, shape, self.qtype, load=lambda: whole()[e])
 
     def to_float(self) -> torch.Tensor:
         """The whole tensor dequantized to float32."""
@@ -78,3 +95,15 @@ def unpermute_rope_rows(w: torch.Tensor, n_heads: int) -> torch.Tensor:
     head_dim = rows // n_heads
     # convert_hf_to_gguf: w.reshape(H, 2, D/2, ...).swapaxes(1, 2); the inverse swaps back
     return w.reshape(n_heads, head_dim // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def resolve_format(option: str, tensors: list[WeightTensor]) -> str:
+    """auto: 4-bit sources -> int4, 5..8-bit -> int8g (8-bit groups; the finest member of a fused group wins)."""
+    if option != "auto":
+        return option
+    qtypes = {t.qtype for t in tensors}
+    if qtypes <= INT4_SOURCES:
+        return "int4"
+    if qtypes <= INT4_SOURCES | INT8_SOURCES:
+        return "int8g"
+    return "dense"

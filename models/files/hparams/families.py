@@ -21,7 +21,8 @@ class Family:
     head_dim: int | None = None  # None: hidden_size // num_attention_heads
     kv_heads: int | None = None  # num_key_value_heads; None: num_attention_heads
     # how layers slide: "none" (never), "all" (every layer when sliding_window is set),
-    # "switch" (qwen: use_sliding_window, layers from max_window_layers on), "pattern" (gemma3)
+    # "switch" (qwen: use_sliding_window, layers from max_window_layers on), "flag" (qwen3_moe:
+    # use_sliding_window makes every layer slide), "pattern" (gemma3)
     sliding: str = "none"
     sliding_window: int | None = None
     sliding_pattern: int | None = None  # every Nth layer global
@@ -33,6 +34,7 @@ class Family:
     reads_mlp_bias: bool = False
     sizes: dict[str, int] = field(default_factory=dict)
     multimodal: bool = False  # the text model's config is in text_config
+    moe: bool = False  # num_experts, num_experts_per_tok, moe_intermediate_size, norm_topk_prob
     text_family: str = ""
 
 
@@ -56,6 +58,15 @@ FAMILIES: dict[str, Family] = {
         sliding="switch",
         sliding_window=4096,
         reads_attention_bias=True,
+    ),
+    "qwen3_moe": Family(
+        "qwen3moe",
+        32_768,
+        kv_heads=4,
+        sliding="flag",
+        sliding_window=4096,
+        reads_attention_bias=True,
+        moe=True,
     ),
     "gemma3_text": Family(
         "gemma3",
@@ -82,6 +93,7 @@ ARCH_BY_CLASS: dict[str, str] = {
     "MistralForCausalLM": "mistral",
     "Qwen2ForCausalLM": "qwen2",
     "Qwen3ForCausalLM": "qwen3",
+    "Qwen3MoeForCausalLM": "qwen3_moe",
     "Gemma3ForCausalLM": "gemma3_text",
     "Gemma3ForConditionalGeneration": "gemma3",
 }

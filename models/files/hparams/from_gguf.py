@@ -17,6 +17,7 @@ from ember.models.files.hparams.hparams import (
     MAX_DIM,
     MAX_LAYERS,
     MAX_ROPE_THETA,
+    MOE_ARCHS,
     ModelHParams,
     RopeScaling,
     sliding_pattern,
@@ -105,6 +106,23 @@ def _query_scalar(m: _Meta, hidden: int, n_heads: int, n_layers: int) -> float |
     return None
 
 
+def _experts(m: _Meta) -> dict[str, object]:
+    """The MoE fields of a MoE architecture (llama.cpp: qwen3moe renormalises the top-k weights;
+    an expert_count of 0 is refused here by name, as is a used count above it)."""
+    if m.arch not in MOE_ARCHS:
+        return {}
+    n_experts = m.integer(m.key("expert_count"), lo=1, hi=MAX_DIM)
+    used = m.integer(m.key("expert_used_count"), lo=1, hi=MAX_DIM)
+    if used > n_experts:
+        raise m.error(m.key("expert_used_count"), f"{used} is more than expert_count {n_experts}")
+    return {
+        "n_experts": n_experts,
+        "n_experts_used": used,
+        "expert_ffn_size": m.size("expert_feed_forward_length"),
+        "norm_topk_prob": True,
+    }
+
+
 def from_gguf(
     metadata: dict[str, object],
     n_tokens: int | None,
@@ -130,7 +148,9 @@ def from_gguf(
         architecture=arch,
         n_layers=n_layers,
         hidden_size=hidden,
-        ffn_size=m.size("feed_forward_length"),
+        ffn_size=m.size(
+            "feed_forward_length", m.raw(m.key("expert_feed_forward_length")) or REQUIRED
+        ),
         n_heads=n_heads,
         n_kv_heads=m.size("attention.head_count_kv", n_heads),
         head_dim=head_dim,
@@ -156,4 +176,5 @@ def from_gguf(
         hidden_act="gelu_tanh" if arch.startswith("gemma") else "silu",
         norm_weight_offset=0.0,
         rope_interleaved=arch == "llama",
+        **_experts(m),
     )

@@ -1,4 +1,4 @@
-"""ModelHParams from a Hugging Face config.json (llama, mistral, qwen2, qwen3, gemma3).
+"""ModelHParams from a Hugging Face config.json (llama, mistral, qwen2, qwen3, qwen3_moe, gemma3).
 
 Reads both config generations: transformers 4.x (`rope_theta`, `rope_scaling`,
 `rope_local_base_freq`, `sliding_window_pattern`) and 5.x (`rope_parameters`, per layer type for
@@ -131,6 +131,8 @@ def _layer_sliding(f: Fields, fam: Family, n_layers: int) -> list[bool] | None:
             f.item_string("layer_types", i, t, _LAYER_TYPES) == "sliding_attention"
             for i, t in enumerate(types)
         ]
+    if fam.sliding == "flag":  # qwen3_moe: every layer or none
+        return [f.boolean("use_sliding_window", False)] * n_layers
     if fam.sliding == "switch":  # qwen: use_sliding_window, then layers from max_window_layers
         if not f.boolean("use_sliding_window", False):
             return [False] * n_layers
@@ -177,6 +179,28 @@ def _sizes(f: Fields, fam: Family) -> dict[str, int]:
     }
 
 
+def _experts(f: Fields, fam: Family) -> dict[str, Any]:
+    """qwen3_moe's expert fields (transformers' defaults); only layouts where every layer is a
+    MoE layer are supported (decoder_sparse_step 1, no mlp_only_layers): the name says why."""
+    if not fam.moe:
+        return {}
+    if f.integer("decoder_sparse_step", 1, lo=1, hi=MAX_LAYERS) != 1:
+        raise f.error("decoder_sparse_step", "dense layers between MoE layers are not supported")
+    if f.array("mlp_only_layers"):
+        raise f.error("mlp_only_layers", "dense layers between MoE layers are not supported")
+    count_key = "num_experts" if f.has("num_experts") else "num_local_experts"  # 5.x saves the 2nd
+    n_experts = f.integer(count_key, 128, lo=1, hi=MAX_DIM)
+    used = f.integer("num_experts_per_tok", 8, lo=1, hi=MAX_DIM)
+    if used > n_experts:
+        raise f.error("num_experts_per_tok", f"{used} is more than {count_key} {n_experts}")
+    return {
+        "n_experts": n_experts,
+        "n_experts_used": used,
+        "expert_ffn_size": f.integer("moe_intermediate_size", 768, lo=1, hi=MAX_DIM),
+        "norm_topk_prob": f.boolean("norm_topk_prob", False),
+    }
+
+
 def from_hf_config(config: dict[str, Any], source: str = "config.json") -> ModelHParams:
     """ModelHParams from a config.json dict; ModelFileError names source and the bad field."""
     outer = Fields(config, source)
@@ -213,11 +237,12 @@ def from_hf_config(config: dict[str, Any], source: str = "config.json") -> Model
         qkv_bias=fam.arch == "qwen2" or attention_bias,
         attn_output_bias=attention_bias,
         mlp_bias=fam.reads_mlp_bias and f.boolean("mlp_bias", False),
-        qk_norm=fam.arch in ("qwen3", "gemma3"),
+        qk_norm=fam.arch in ("qwen3", "qwen3moe", "gemma3"),
         query_pre_attn_scalar=f.opt_number(
             "query_pre_attn_scalar", fam.query_pre_attn_scalar, positive=True, hi=1e9
         ),
         hidden_act=_ACT[f.string(act_key, fam.act, choices=tuple(_ACT))],
         norm_weight_offset=1.0 if fam.arch == "gemma3" else 0.0,
         rope_interleaved=False,
+        **_experts(f, fam),
     )

@@ -23,6 +23,10 @@ Conventions the runners rely on:
   (offset 1.0); llama.cpp's converter already adds the 1 into GGUF weights (offset 0.0).
 - GGUF llama files store Q/K rows permuted for interleaved RoPE (rope_interleaved=True); HF and the
   other GGUF architectures use the NeoX half-split layout.
+- Mixture of experts (MOE_ARCHS): n_experts experts of width expert_ffn_size per layer, the
+  router picks n_experts_used per token (softmax over all experts, then top-k); with
+  norm_topk_prob the chosen weights are renormalised to sum to 1 (llama.cpp always does for
+  qwen3moe). Dense architectures leave the four fields at 0 / False.
 - GGUF llama-3.1-style scaling arrives as a `rope_freqs.weight` tensor (head_dim/2 frequency
   divisors) rather than metadata, so rope_scaling reads "none" there: use the tensor when present.
 """
@@ -34,7 +38,8 @@ from dataclasses import dataclass, field, fields
 
 from ember.models.errors import ModelFileError
 
-SUPPORTED_ARCHS: tuple[str, ...] = ("llama", "qwen2", "qwen3", "gemma3")
+SUPPORTED_ARCHS: tuple[str, ...] = ("llama", "qwen2", "qwen3", "gemma3", "qwen3moe")
+MOE_ARCHS: tuple[str, ...] = ("qwen3moe",)  # every layer's FFN is a routed mixture of experts
 ROPE_KINDS: tuple[str, ...] = ("none", "linear", "yarn", "llama3", "dynamic")
 ACTIVATIONS: tuple[str, ...] = ("silu", "gelu_tanh")
 
@@ -140,6 +145,10 @@ class ModelHParams:
     hidden_act: str = "silu"
     norm_weight_offset: float = 0.0
     rope_interleaved: bool = False
+    n_experts: int = 0  # experts per MoE layer (GGUF expert_count, HF num_experts)
+    n_experts_used: int = 0  # experts chosen per token (expert_used_count, num_experts_per_tok)
+    expert_ffn_size: int = 0  # one expert's hidden width (moe_intermediate_size)
+    norm_topk_prob: bool = False  # renormalise the chosen experts' weights to sum to 1
 
     def __post_init__(self) -> None:
         if not self.architecture:
@@ -189,6 +198,34 @@ class ModelHParams:
             raise ModelFileError(f"hidden_act: unsupported activation {self.hidden_act!r}")
         if self.norm_weight_offset not in (0.0, 1.0):
             raise ModelFileError("norm_weight_offset: must be 0.0 or 1.0")
+        self._check_experts()
+
+    def _check_experts(self) -> None:
+        """A MoE architecture needs experts, no more used than exist; a dense one has none."""
+        counts = ("n_experts", "n_experts_used", "expert_ffn_size")
+        for name in counts:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ModelFileError(f"{name}: must be a non-negative integer, got {value!r}")
+            if value > MAX_DIM:
+                raise ModelFileError(f"{name}: {value} is implausibly large")
+        if not self.is_moe:
+            if any(getattr(self, name) for name in counts):
+                raise ModelFileError(f"n_experts: {self.architecture} is not a mixture of experts")
+            return
+        for name in counts:
+            if getattr(self, name) == 0:
+                raise ModelFileError(f"{name}: must be > 0 for {self.architecture} (got 0)")
+        if self.n_experts_used > self.n_experts:
+            raise ModelFileError(
+                f"n_experts_used: {self.n_experts_used} experts per token but only "
+                f"{self.n_experts} exist"
+            )
+
+    @property
+    def is_moe(self) -> bool:
+        """Whether every layer's FFN is a routed mixture of experts."""
+        return self.architecture in MOE_ARCHS
 
     @property
     def supported(self) -> bool:

@@ -1,7 +1,6 @@
 """Which tensors each supported architecture needs, and their shapes, from ModelHParams.
 
 Public API:
-    expected_tensors(hp) -> dict[gguf_name, ExpectedTensor]   GGUF names, numpy/torch shape order
     HFNames                                                    a checkpoint's naming: where the
                                                                decoder lives (model., or
                                                                model.language_model. / language_model.model.
@@ -42,10 +41,21 @@ def _layer(hp: ModelHParams, i: int) -> dict[str, ExpectedTensor]:
         "attn_v.weight": (v_dim, hidden),
         "attn_output.weight": (hidden, hp.n_heads * hp.head_dim_v),
         "ffn_norm.weight": (hidden,),
-        "ffn_gate.weight": (hp.ffn_size, hidden),
-        "ffn_up.weight": (hp.ffn_size, hidden),
-        "ffn_down.weight": (hidden, hp.ffn_size),
     }
+    if hp.is_moe:  # the router, and every expert's matrices stacked (GGUF's 3-D tensors)
+        n, width = hp.n_experts, hp.expert_ffn_size
+        shapes |= {
+            "ffn_gate_inp.weight": (n, hidden),
+            "ffn_gate_exps.weight": (n, width, hidden),
+            "ffn_up_exps.weight": (n, width, hidden),
+            "ffn_down_exps.weight": (n, hidden, width),
+        }
+    else:
+        shapes |= {
+            "ffn_gate.weight": (hp.ffn_size, hidden),
+            "ffn_up.weight": (hp.ffn_size, hidden),
+            "ffn_down.weight": (hidden, hp.ffn_size),
+        }
     if hp.qkv_bias:
         shapes |= {"attn_q.bias": (q_dim,), "attn_k.bias": (k_dim,), "attn_v.bias": (v_dim,)}
     if hp.attn_output_bias:
@@ -57,7 +67,10 @@ def _layer(hp: ModelHParams, i: int) -> dict[str, ExpectedTensor]:
         shapes |= {"attn_q_norm.weight": (hp.head_dim,), "attn_k_norm.weight": (hp.head_dim,)}
     if hp.architecture == "gemma3":
         shapes |= {"post_attention_norm.weight": (hidden,), "post_ffw_norm.weight": (hidden,)}
-    return {f"blk.{i}.{name}": ExpectedTensor(shape) for name, shape in shapes.items()}
+    out = {f"blk.{i}.{name}": ExpectedTensor(shape) for name, shape in shapes.items()}
+    if hp.is_moe:  # a router bias is optional (gpt-oss has one), but checked when present
+        out[f"blk.{i}.ffn_gate_inp.bias"] = ExpectedTensor((hp.n_experts,), required=False)
+    return out
 
 
 def _iter_expected(hp: ModelHParams) -> Iterator[tuple[str, ExpectedTensor]]:
@@ -69,7 +82,8 @@ def _iter_expected(hp: ModelHParams) -> Iterator[tuple[str, ExpectedTensor]]:
 
 
 def expected_tensors(hp: ModelHParams) -> dict[str, ExpectedTensor]:
-    """GGUF tensor name -> expected shape for a supported architecture."""
+    """GGUF tensor name -> expected shape (the torch runner's loader stacks a safetensors
+    checkpoint's experts under these names)."""
     return dict(_iter_expected(hp))
 
 
@@ -116,6 +130,13 @@ _HF_LAYER = {
     "ffn_gate": "mlp.gate_proj",
     "ffn_up": "mlp.up_proj",
     "ffn_down": "mlp.down_proj",
+    "ffn_gate_inp": "mlp.gate",  # the MoE router
+}
+# a GGUF expert stack is one tensor per expert in a Hugging Face checkpoint
+_HF_EXPERTS = {
+    "ffn_gate_exps": "gate_proj",
+    "ffn_up_exps": "up_proj",
+    "ffn_down_exps": "down_proj",
 }
 # gemma3 has four norms per layer: GGUF's ffn_norm is HF's pre_feedforward_layernorm
 _HF_LAYER_GEMMA3 = _HF_LAYER | {
@@ -138,6 +159,16 @@ def hf_tensor_name(gguf_name: str, arch: str, names: HFNames = HFNames()) -> str
         raise KeyError(gguf_name)
     layer, part, kind = match.groups()
     return f"{names.prefix}layers.{layer}.{table[part]}.{kind}"
+
+
+def hf_expert_names(gguf_name: str, n_experts: int, names: HFNames = HFNames()) -> list[str]:
+    """The per-expert Hugging Face names of a GGUF expert stack (blk.N.ffn_*_exps.weight), in
+    expert order; [] for any other name."""
+    match = _BLK.fullmatch(gguf_name)
+    if match is None or match.group(2) not in _HF_EXPERTS or match.group(3) != "weight":
+        return []
+    layer, proj = match.group(1), _HF_EXPERTS[match.group(2)]
+    return [f"{names.prefix}layers.{layer}.mlp.experts.{e}.{proj}.weight" for e in range(n_experts)]
 
 
 def gguf_tensor_name(hf_name: str, arch: str, names: HFNames = HFNames()) -> str | None:
@@ -164,6 +195,10 @@ def check_tensor_shapes(
     """Raise ModelFileError (no file prefix) for the first missing or mis-shaped tensor; names
     are GGUF's, or a Hugging Face checkpoint's when hf_names says how it spells them."""
     for gguf_name, exp in _iter_expected(hp):  # lazily: fail at the first missing layer
+        experts = hf_expert_names(gguf_name, hp.n_experts, hf_names) if hf_names else []
+        if experts:
+            _check_experts(experts, exp.shape[1:], shapes, hp.architecture)
+            continue
         name = (
             gguf_name if hf_names is None else hf_tensor_name(gguf_name, hp.architecture, hf_names)
         )
@@ -176,4 +211,19 @@ def check_tensor_shapes(
             raise ModelFileError(
                 f"tensor {name} has shape {tuple(shape)}, expected {exp.shape} "
                 f"from the {hp.architecture} hyperparameters"
+            )
+
+
+def _check_experts(
+    names: list[str], shape: tuple[int, ...], shapes: dict[str, tuple[int, ...]], arch: str
+) -> None:
+    """Every expert's matrix of one HF stack present, each of shape `shape`."""
+    for name in names:
+        got = shapes.get(name)
+        if got is None:
+            raise ModelFileError(f"missing tensor {name} ({arch})")
+        if tuple(got) != shape:
+            raise ModelFileError(
+                f"tensor {name} has shape {tuple(got)}, expected {shape} "
+                f"from the {arch} hyperparameters"
             )

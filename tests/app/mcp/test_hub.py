@@ -6,7 +6,6 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pytest
 from ember.app.errors import ConfigError
 from ember.app.mcp.config import McpServerConfig, mcp_servers
 from ember.app.mcp.hub import McpError, McpHub
+from tests.waiting import wait_until
 
 SERVER = Path(__file__).resolve().parents[2] / "tui" / "mcp_server.py"
 
@@ -74,14 +74,8 @@ def test_http_server(tmp_path: Path) -> None:
     )
     hub = McpHub([McpServerConfig("web", url=f"http://127.0.0.1:{port}/mcp")], tmp_path)
     try:
-        deadline = time.monotonic() + 60
-        while True:  # wait for the server to listen
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, "server did not start"
-                time.sleep(0.1)
+        wait_until(lambda: _listening(port), "the MCP server listens", 60, interval_s=0.1,
+                   gone=lambda: proc.poll() is not None)  # fmt: skip
         assert hub.call("capital", {"country": "France"}).text == "Paris"
     finally:
         hub.close()
@@ -134,3 +128,11 @@ def test_saving_the_settings_keeps_the_server_tables(ember_home: Path) -> None:
     assert again.extra == settings.extra
     assert [s.name for s in mcp_servers(again.extra)] == ["files", "web"]
     assert mcp_servers(again.extra)[0].env == {"A B": "1"}
+
+
+def _listening(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return False
+    return True

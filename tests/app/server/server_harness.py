@@ -1,12 +1,12 @@
-"""Runs the real ASGI app under uvicorn on 127.0.0.1 in a thread, on a free port."""
+"""The server tests' harness: the real ASGI app under uvicorn in a thread (`running_server`), the\nreal `ember serve` process (`ember_serve`, `serve_models`); both on 127.0.0.1, on a free port."""
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,6 +16,7 @@ from ember.app.server.embedder_pool import EmbedderPool
 from ember.app.server.llamaserver.metrics import ServerMetrics
 from ember.app.server.pool import ModelPool
 from ember.app.server.security import Guard
+from tests.waiting import wait_until
 
 
 def free_port() -> int:
@@ -40,11 +41,7 @@ def running_server(
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("test server did not start")
-        time.sleep(0.01)
+    wait_until(lambda: server.started, "the test server starts", 30, gone=lambda: not thread.is_alive())
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
@@ -56,7 +53,6 @@ def running_server(
 def ember_serve(home: Path, env: dict[str, str], *args: str) -> Iterator[str]:
     """The real `ember serve` process on a free port (args after the port); yields its URL once
     /health answers and, on exit, stops it and checks its log holds no traceback."""
-    import httpx
 
     port = free_port()
     log_path = home / "serve.log"
@@ -68,17 +64,12 @@ def ember_serve(home: Path, env: dict[str, str], *args: str) -> Iterator[str]:
             stderr=subprocess.STDOUT,
         )
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 300
         try:
-            while True:
-                try:
-                    if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"ember serve did not start: {log_path.read_text()}")
-                time.sleep(0.2)
+            try:
+                wait_until(lambda: _healthy(url), "ember serve answers /health", 300,
+                           interval_s=0.2, gone=lambda: process.poll() is not None)  # fmt: skip
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}; its log: {log_path.read_text()}") from None
             yield url
         finally:
             process.terminate()
@@ -87,3 +78,32 @@ def ember_serve(home: Path, env: dict[str, str], *args: str) -> Iterator[str]:
             except subprocess.TimeoutExpired:
                 process.kill()
     assert "Traceback" not in log_path.read_text()
+
+
+def _healthy(url: str) -> bool:
+    import httpx
+
+    try:
+        return httpx.get(f"{url}/health", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+@contextmanager
+def serve_models(
+    home: Path,
+    models: dict[str, Path],
+    *args: str,
+    drop_env: tuple[str, ...] = (),
+    extra_env: dict[str, str] | None = None,
+) -> Iterator[str]:
+    """`ember serve *args` over a fresh EMBER_HOME (offline) where `ember add` registered each
+    model file under its name: the real server the SDK tests talk to."""
+    env = {**os.environ, "EMBER_HOME": str(home), "HF_HUB_OFFLINE": "1", **(extra_env or {})}
+    for name in drop_env:
+        env.pop(name, None)
+    for name, path in models.items():
+        subprocess.run([sys.executable, "-m", "ember", "add", str(path), "--name", name],
+                       env=env, check=True, capture_output=True, timeout=300)  # fmt: skip
+    with ember_serve(home, env, *args) as url:
+        yield url

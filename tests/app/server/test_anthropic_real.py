@@ -7,16 +7,13 @@ tool_use / tool_result round trip, count_tokens, the prefix cache in usage, erro
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.app.server.server_harness import ember_serve
+from tests.app.server.server_harness import serve_models
 
 pytestmark = pytest.mark.model
 anthropic = pytest.importorskip("anthropic")
@@ -38,16 +35,11 @@ ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
 
 @pytest.fixture(scope="module")
 def server(starter_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    home = tmp_path_factory.mktemp("serve_home")
-    env = {**os.environ, "EMBER_HOME": str(home), "HF_HUB_OFFLINE": "1"}
-    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
-        env.pop(name, None)
-    ember = [sys.executable, "-m", "ember"]
-    subprocess.run([*ember, "add", str(starter_gguf), "--name", MODEL], env=env, check=True,
-                   capture_output=True, timeout=300)  # fmt: skip
     serve = ("--model", MODEL, "--threads", "2", "--ctx", "1024", "--api-key", KEY,
              "--alias", f"claude-*={MODEL}")  # fmt: skip
-    with ember_serve(home, env, *serve) as url:
+    drop = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL")
+    home = tmp_path_factory.mktemp("serve_home")
+    with serve_models(home, {MODEL: starter_gguf}, *serve, drop_env=drop) as url:
         yield url
 
 

@@ -17,7 +17,7 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.app.server.server_harness import ember_serve
+from tests.app.server.server_harness import serve_models
 from tests.fixtures.tiny_bert import HIDDEN, write_tiny_bert
 
 pytestmark = pytest.mark.model
@@ -32,14 +32,9 @@ CAT, KITTEN, TAX = (
 @pytest.fixture(scope="module")
 def server(starter_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     home = tmp_path_factory.mktemp("embed_home")
-    env = {**os.environ, "EMBER_HOME": str(home), "HF_HUB_OFFLINE": "1"}
-    ember = [sys.executable, "-m", "ember"]
     bert = write_tiny_bert(home / "tiny-bert.gguf")
-    for path, name in ((starter_gguf, MODEL), (bert, BERT)):
-        subprocess.run([*ember, "add", str(path), "--name", name], env=env, check=True,
-                       capture_output=True, timeout=300)  # fmt: skip
     serve = ("--model", MODEL, "--threads", "2", "--ctx", "512")
-    with ember_serve(home, env, *serve) as url:
+    with serve_models(home, {MODEL: starter_gguf, BERT: bert}, *serve) as url:
         yield url
 
 

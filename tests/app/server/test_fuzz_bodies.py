@@ -73,7 +73,7 @@ PLAUSIBLE = {
     "stop": st.lists(nasty_text, max_size=18),
     "stream": st.booleans(),
     "stream_options": st.fixed_dictionaries({"include_usage": st.booleans()}),
-    "n": _edges(0, 1, 2),
+    "n": _edges(0, 1, 2, 16, 17),
     "min_p": _edges(-0.1, 0.0, 1.0, 1.1),
     "presence_penalty": _edges(-2.1, -2.0, 2.0, 2.1),
     "frequency_penalty": _edges(-2.1, -2.0, 2.0, 2.1),

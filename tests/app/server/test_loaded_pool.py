@@ -14,6 +14,7 @@ from ember.app.server.loaded_pool import LoadedPool
 from ember.app.server.pool import ModelPool
 from ember.models.errors import RegistryError
 from tests.app.scripted_backend import ScriptedBackend
+from tests.waiting import wait_until
 
 
 class Thing:
@@ -38,15 +39,6 @@ class Loader:
 def _pool(max_loaded: int = 1) -> tuple[LoadedPool[Thing], Loader]:
     loader = Loader()
     return LoadedPool(loader, lambda requested: requested or "a", max_loaded), loader
-
-
-def _wait_until(check, timeout_s: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 def test_idle_things_leave_least_recently_used_first_busy_ones_stay() -> None:
@@ -79,7 +71,8 @@ def test_keep_alive_zero_later_and_forever() -> None:
     b = pool.get("b")
     pool.release("b", keep_alive_s=0.2)
     assert pool.loaded() == ["b"]
-    assert _wait_until(lambda: b.closed) and pool.loaded() == []  # the timer swept it
+    wait_until(lambda: b.closed, "the keep_alive timer closes b", 20)
+    assert pool.loaded() == []  # the timer swept it
     c = pool.get("c")
     pool.release("c", keep_alive_s=-1)  # kept until stopped
     far = pool.expires_at("c")

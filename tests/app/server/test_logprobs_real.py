@@ -9,16 +9,13 @@ GGUF blocks (TORCH_TOL; measured on CPU: -1.37798 vs -1.43246, top 3 within 0.07
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.app.server.server_harness import ember_serve
+from tests.app.server.server_harness import serve_models
 from tests.conftest import PACKED_CACHE_DIR
 from tests.fixtures.llama_reference import llama_logits
 
@@ -35,15 +32,12 @@ TORCH_TOL = 0.25
 def server(
     request: pytest.FixtureRequest, starter_gguf: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[str, str]]:
-    home = tmp_path_factory.mktemp("serve_home")
-    env = {**os.environ, "EMBER_HOME": str(home), "HF_HUB_OFFLINE": "1"}
-    env["EMBER_PACKED_CACHE"] = PACKED_CACHE_DIR  # the tests' converted torch weights
-    ember = [sys.executable, "-m", "ember"]
-    subprocess.run([*ember, "add", str(starter_gguf), "--name", MODEL], env=env, check=True,
-                   capture_output=True, timeout=300)  # fmt: skip
     runner = request.param
     serve = ("--model", MODEL, "--runner", runner, "--threads", "2", "--ctx", "1024")
-    with ember_serve(home, env, *serve, "--no-prefix-cache") as url:
+    packed = {"EMBER_PACKED_CACHE": PACKED_CACHE_DIR}  # the tests' converted torch weights
+    home = tmp_path_factory.mktemp("serve_home")
+    with serve_models(home, {MODEL: starter_gguf}, *serve, "--no-prefix-cache",
+                      extra_env=packed) as url:  # fmt: skip
         yield url, runner
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -18,6 +19,7 @@ from ember.engine.load import load_engine
 from ember.models.errors import RegistryError
 from tests.app.scripted_backend import ScriptedBackend
 from tests.app.server.server_harness import running_server
+from tests.models.hub.hub_server import HubServer
 
 pytest.importorskip("llguidance", reason="format needs llguidance")
 
@@ -123,35 +125,32 @@ def test_option_and_duration_parsing() -> None:
 
 
 def test_pull_streams_status_then_delete(
-    server: tuple[str, ModelPool], monkeypatch: pytest.MonkeyPatch, tmp_path
+    server: tuple[str, ModelPool], hub: HubServer, tmp_path: Path
 ) -> None:
     import ollama
 
     from ember.app.loading import open_registry
     from tests.fixtures.quick_gguf import write_tiny_gguf
-    from tests.models.hub.hub_server import HubServer, use_hub
 
     url, _ = server
-    with HubServer() as hub:
-        use_hub(monkeypatch, hub)
-        data = write_tiny_gguf(tmp_path / "tiny.gguf", n_vocab=64, seed=1).read_bytes()
-        hub.add_repo("org/tiny-GGUF", {"tiny-Q4_K_M.gguf": data})
-        client = ollama.Client(host=url, timeout=60)
-        statuses = [p.status for p in client.pull("org/tiny-GGUF", stream=True)]
-        assert statuses[0] == "pulling manifest" and statuses[-1] == "success"
-        assert any(s and s.startswith("pulling tiny-Q4_K_M.gguf") for s in statuses)
-        record = open_registry().find("org/tiny-GGUF:Q4_K_M")
-        assert record is not None and record.path.read_bytes() == data
-        failed = httpx.post(
-            f"{url}/api/pull", json={"model": "org/missing", "stream": False}, timeout=60
-        )
-        assert failed.status_code == 400 and "missing" in failed.json()["error"]
-        client.delete("org/tiny-GGUF:Q4_K_M")
-        assert open_registry().find("org/tiny-GGUF:Q4_K_M") is None and not record.path.exists()
-        gone = httpx.request(
-            "DELETE", f"{url}/api/delete", json={"model": "org/tiny-GGUF:Q4_K_M"}, timeout=30
-        )
-        assert gone.status_code == 404
+    data = write_tiny_gguf(tmp_path / "tiny.gguf", n_vocab=64, seed=1).read_bytes()
+    hub.add_repo("org/tiny-GGUF", {"tiny-Q4_K_M.gguf": data})
+    client = ollama.Client(host=url, timeout=60)
+    statuses = [p.status for p in client.pull("org/tiny-GGUF", stream=True)]
+    assert statuses[0] == "pulling manifest" and statuses[-1] == "success"
+    assert any(s and s.startswith("pulling tiny-Q4_K_M.gguf") for s in statuses)
+    record = open_registry().find("org/tiny-GGUF:Q4_K_M")
+    assert record is not None and record.path.read_bytes() == data
+    failed = httpx.post(
+        f"{url}/api/pull", json={"model": "org/missing", "stream": False}, timeout=60
+    )
+    assert failed.status_code == 400 and "missing" in failed.json()["error"]
+    client.delete("org/tiny-GGUF:Q4_K_M")
+    assert open_registry().find("org/tiny-GGUF:Q4_K_M") is None and not record.path.exists()
+    gone = httpx.request(
+        "DELETE", f"{url}/api/delete", json={"model": "org/tiny-GGUF:Q4_K_M"}, timeout=30
+    )
+    assert gone.status_code == 404
 
 
 CALL_WORDS = ["Let me check.", "\n<tool", '_call>\n{"name": "get_', 'weather", "arguments": {"ci']

@@ -202,7 +202,7 @@ def test_reasoning_content_is_split_off(server: str) -> None:
 @pytest.mark.parametrize(
     ("patch", "param"),
     [
-        ({"n": 2}, "n"),
+        ({"n": 0}, "n"),
         ({"logit_bias": {"1": 5}}, "logit_bias"),
         ({"audio": {}}, "audio"),
         ({"response_format": {"type": "xml"}}, "response_format.type"),

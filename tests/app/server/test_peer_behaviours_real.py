@@ -127,3 +127,57 @@ def test_ollama_details(url: str) -> None:
     for details in (shown, tags):
         assert details["family"] == "gemma3" and details["quantization_level"] == "Q4_K_M"
         assert details["parameter_size"] == "268M"
+
+
+def _openai(url: str):  # the SDK's literal types would refuse the plain dicts below
+    import openai
+
+    return openai.OpenAI(base_url=f"{url}/v1", api_key=KEY, max_retries=0, timeout=300)
+
+
+def test_n_choices_whole_and_streamed(url: str) -> None:
+    client = _openai(url)
+    ask = dict(model=MODEL, messages=[{"role": "user", "content": "Tell a story."}],
+               max_tokens=4, temperature=1.0, seed=7, n=3)  # fmt: skip
+    whole = client.chat.completions.create(**ask)
+    assert [c.index for c in whole.choices] == [0, 1, 2]
+    assert 3 <= whole.usage.completion_tokens <= 12  # each choice generated its own tokens
+    texts: dict[int, str] = {}
+    finishes: dict[int, str] = {}
+    for chunk in client.chat.completions.create(**ask, stream=True):
+        for choice in chunk.choices:
+            texts[choice.index] = texts.get(choice.index, "") + (choice.delta.content or "")
+            if choice.finish_reason:
+                finishes[choice.index] = choice.finish_reason
+    assert sorted(finishes) == [0, 1, 2] and all(texts[i] for i in range(3))
+    plain = client.completions.create(model=MODEL, prompt="Once", max_tokens=3, n=2, seed=1,
+                                      temperature=1.0)  # fmt: skip
+    assert [c.index for c in plain.choices] == [0, 1]
+
+
+def _post_tokens(url: str, text: str) -> list[int]:
+    """The ids a text prompt becomes (BOS included: token-id prompts are taken verbatim)."""
+    body = {"content": text, "parse_special": False, "add_special": True}
+    reply = httpx.post(f"{url}/tokenize", json=body, headers=AUTH, timeout=60)
+    return list(reply.json()["tokens"])
+
+
+def test_completion_prompt_forms(url: str) -> None:
+    client = _openai(url)
+    greedy = dict(model=MODEL, max_tokens=3, temperature=0)
+    one = client.completions.create(prompt="Once upon a time", **greedy)
+    ids = _post_tokens(url, "Once upon a time")
+    by_ids = client.completions.create(prompt=ids, **greedy)
+    assert by_ids.choices[0].text == one.choices[0].text
+    two = client.completions.create(prompt=["Once upon a time", "The sky is"], **greedy)
+    assert [c.index for c in two.choices] == [0, 1]
+    assert two.choices[0].text == one.choices[0].text
+    assert two.usage.prompt_tokens == one.usage.prompt_tokens + _prompt_tokens(url, "The sky is")
+    lists = client.completions.create(prompt=[ids, _post_tokens(url, "The sky is")], **greedy)
+    assert [c.text for c in lists.choices] == [c.text for c in two.choices]
+
+
+def _prompt_tokens(url: str, prompt: str) -> int:
+    body = {"model": MODEL, "prompt": prompt, "max_tokens": 1}
+    reply = httpx.post(f"{url}/v1/completions", json=body, headers=AUTH, timeout=300)
+    return int(reply.json()["usage"]["prompt_tokens"])

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.app.server.server_harness import ember_serve
+from tests.app.server.server_harness import serve_models
 
 pytestmark = pytest.mark.model
 pytest.importorskip("llguidance", reason="structured output needs llguidance")
@@ -48,14 +48,9 @@ WEATHER = {
 
 @pytest.fixture(scope="module")
 def server(starter_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    home = tmp_path_factory.mktemp("serve_home")
-    env = {**os.environ, "EMBER_HOME": str(home), "HF_HUB_OFFLINE": "1"}
-    env.pop("OPENAI_API_KEY", None)
-    ember = [sys.executable, "-m", "ember"]
-    subprocess.run([*ember, "add", str(starter_gguf), "--name", MODEL], env=env, check=True,
-                   capture_output=True, timeout=300)  # fmt: skip
     serve = ("--model", MODEL, "--threads", "2", "--ctx", "1024")
-    with ember_serve(home, env, *serve) as url:
+    home = tmp_path_factory.mktemp("serve_home")
+    with serve_models(home, {MODEL: starter_gguf}, *serve, drop_env=("OPENAI_API_KEY",)) as url:
         yield url
 
 

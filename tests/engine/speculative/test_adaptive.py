@@ -1,4 +1,4 @@
-"""AdaptiveDraftLength (speculative_adaptive.py): k follows measured acceptance and step costs."""
+"""AdaptiveDraftLength (speculative/adaptive.py): k follows measured acceptance and step costs."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""DraftModelProposer (speculative_draft.py): exactness, KV rollback in the draft, tokenizer check."""
+"""DraftModelProposer (speculative/draft_model.py): exactness, KV rollback in the draft, tokenizer check."""
 
 from __future__ import annotations
 

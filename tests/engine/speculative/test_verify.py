@@ -1,4 +1,5 @@
-"""Verification rule (speculative.py) and prompt lookup (speculative_lookup.py), on FakeRunners."""
+"""Verification rule (speculative/verify.py), the --draft choice (choice.py) and prompt lookup
+(lookup.py), on FakeRunners."""
 
 from __future__ import annotations
 

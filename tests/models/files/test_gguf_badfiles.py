@@ -10,7 +10,12 @@ import pytest
 from ember.models.errors import ModelFileError
 from ember.models.files.gguf import open_gguf
 from tests.fixtures.quick_gguf import write_tiny_gguf
-from tests.models.files.badfiles.corpus import BAD_CASES, HUGE_DECLARED, truncation_points
+from tests.models.files.badfiles.corpus import (
+    BAD_CASES,
+    HUGE_DECLARED,
+    MOE_BAD_CASES,
+    truncation_points,
+)
 from tests.models.files.badfiles.layout import GGUFSpec, build, key_of, kv_u32, spec_from_file
 
 
@@ -47,6 +52,23 @@ def test_valid_file_opens(valid: tuple[GGUFSpec, bytes, dict[str, int]], tmp_pat
 def test_bad_file(case: str, valid: tuple[GGUFSpec, bytes, dict[str, int]], tmp_path: Path) -> None:
     edit, fragment = BAD_CASES[case]
     spec = valid[0].copy()
+    edit(spec)
+    path = tmp_path / f"{case}.gguf"
+    path.write_bytes(build(spec)[0])
+    _expect_error(path, fragment)
+
+
+@pytest.fixture(scope="module")
+def valid_moe(tmp_path_factory: pytest.TempPathFactory) -> GGUFSpec:
+    path = write_tiny_gguf(tmp_path_factory.mktemp("moe") / "tiny-moe.gguf", "qwen3moe")
+    assert open_gguf(path).check_supported().n_experts == 4
+    return spec_from_file(path)
+
+
+@pytest.mark.parametrize("case", sorted(MOE_BAD_CASES))
+def test_bad_moe_file(case: str, valid_moe: GGUFSpec, tmp_path: Path) -> None:
+    edit, fragment = MOE_BAD_CASES[case]
+    spec = valid_moe.copy()
     edit(spec)
     path = tmp_path / f"{case}.gguf"
     path.write_bytes(build(spec)[0])

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,18 +20,17 @@ from ember.models.hub.plan import repo_folder
 from ember.models.hub.pull import Puller
 from tests.fixtures.quick_gguf import write_tiny_gguf
 from tests.fixtures.quick_hf import write_tiny_hf
-from tests.models.hub.hub_server import Fault, HubServer, use_hub
+from tests.models.hub.hub_server import Fault, HubServer
 
 REPO, FILE = "org/t-GGUF", "t-Q4_K_M.gguf"
 PORTAL = ("text/html; charset=utf-8", b"<html><form>Log in to the cafe Wi-Fi</form></html>")
 
 
 @pytest.fixture
-def hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[HubServer]:
-    with HubServer() as server:
-        use_hub(monkeypatch, server)
-        server.add_repo(REPO, {FILE: write_tiny_gguf(tmp_path / "src.gguf").read_bytes()})
-        yield server
+def hub(hub: HubServer, tmp_path: Path) -> HubServer:
+    """The shared hub (tests/conftest.py) with one GGUF repo in it."""
+    hub.add_repo(REPO, {FILE: write_tiny_gguf(tmp_path / "src.gguf").read_bytes()})
+    return hub
 
 
 def _patch_siblings(change: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[..., Any]:

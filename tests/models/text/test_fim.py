@@ -41,8 +41,7 @@ def test_engine_builds_the_fim_prompt_or_refuses() -> None:
     request = GenerationRequest(prompt="def f(", suffix="):\n    pass")
     with pytest.raises(EngineError, match="fill-in-the-middle"):
         engine.encode(request)
-    engine.tokenizer = FimTokenizer()
-    tok = engine.tokenizer
+    tok = engine.prompts.tokenizer = FimTokenizer()  # what the prompt encoder reads
     assert engine.encode(request) == [1, *tok.encode("def f("), 2, *tok.encode("):\n    pass"), 3]
     with pytest.raises(EngineError, match="suffix"):
         GenerationRequest(messages=(), suffix="x")

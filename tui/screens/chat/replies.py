@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ember.app.history.reply_stats import usable_stats
+from ember.tui.chat.session import empty_reply_note
 from ember.tui.messages import BackendLoaded, ReplyDelta, ReplyFailed, ReplyFinished, ReplyStarted
 from ember.tui.notices import notify_error
 from ember.tui.screens.chat import tool_calls
@@ -65,9 +66,13 @@ async def reply_finished(screen: ChatScreen, event: ReplyFinished) -> None:
     if status is None:  # tool calls: the turn waits for the user's decisions
         await tool_calls.show_tool_calls(screen, event.message_id)
         return
-    text = screen.session.history.message(event.message_id).content
-    await screen.end_reply(event.message_id, status, text)
+    message = screen.session.history.message(event.message_id)
+    await screen.end_reply(event.message_id, status, message.content)
     screen.update_status("idle")
+    if status == "empty":  # never a finished answer: say what happened, offer Ctrl+R
+        thought = any(p.kind == "reasoning" for p in message.parts)
+        note = empty_reply_note(finished, thought)
+        screen.notify(note, title="No answer", severity="warning", markup=False, timeout=15)
     if finished.reason == "error":
         notify_error(screen, "Generation failed", finished.error)
 

@@ -35,6 +35,7 @@ from ember.tui.messages import (
     ReplyStarted,
     ToolDecided,
     ToolRan,
+    WaitProgress,
 )
 from ember.tui.notices import notify_error
 from ember.tui.screens.chat import attachments, chats, per_chat, replies, tool_calls, transfer
@@ -212,6 +213,13 @@ class ChatScreen(Screen[None]):
             group="generation",
             exit_on_error=False,
         )
+
+    @on(WaitProgress)
+    def _wait_progress(self, event: WaitProgress) -> None:
+        if event.done < event.total:  # the last one: BackendLoaded or the reply takes over
+            self.update_status(event.label())
+        elif self.session.busy:
+            self.update_status("generating")
 
     @on(BackendLoaded)
     def _backend_loaded(self, event: BackendLoaded) -> None:

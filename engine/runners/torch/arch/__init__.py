@@ -7,9 +7,10 @@ from ember.engine.runners.torch.arch.gemma3 import GEMMA3
 from ember.engine.runners.torch.arch.llama import LLAMA
 from ember.engine.runners.torch.arch.qwen2 import QWEN2
 from ember.engine.runners.torch.arch.qwen3 import QWEN3
+from ember.engine.runners.torch.arch.qwen3moe import QWEN3MOE
 from ember.engine.runners.torch.arch.spec import ArchSpec
 
-ARCHS: dict[str, ArchSpec] = {a.name: a for a in (LLAMA, QWEN2, QWEN3, GEMMA3)}
+ARCHS: dict[str, ArchSpec] = {a.name: a for a in (LLAMA, QWEN2, QWEN3, GEMMA3, QWEN3MOE)}
 SUPPORTED = tuple(ARCHS)
 
 

@@ -9,6 +9,12 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
+from ember.engine.runners.torch.layers.act_rounding import (
+    block_of,
+    dense_product,
+    output_blocks,
+    rounded,
+)
 from ember.engine.runners.torch.layers.pack import Int4Weight, Int8Weight, int4_matmul, int8_matmul
 
 if TYPE_CHECKING:
@@ -50,8 +56,9 @@ class QLinear(nn.Module):
         cls, native: NativeLinear, kernels: Kernels, bias: torch.Tensor | None
     ) -> QLinear:
         """The GGUF blocks in place: small batches through the native kernels (8-bit activation
-        blocks, bias included), large ones as float32 matmuls over a transient dequantized
-        copy (unless that copy would be large, like a 262k-token LM head)."""
+        blocks, bias included), large ones as float32 matmuls of the same 8-bit-rounded
+        activations (act_rounding) over a transient dequantized copy (in row chunks where that
+        copy would be large, like a 262k-token LM head)."""
         layer = cls(native.out_features, native.in_features, bias, torch.float32, fmt="gguf")
         layer.native, layer.kernels = native, kernels
         return layer
@@ -90,12 +97,12 @@ class QLinear(nn.Module):
     def _chunked_float(self, x: torch.Tensor) -> torch.Tensor:  # (T, in) -> (T, out)
         """A large batch against a weight too large to densify whole (a 262k-row LM head asked
         for every position's logits): float32 matmuls over transient dequantized row chunks of
-        MAX_TRANSIENT_BYTES, like the dense prefill path (8-bit activations there agree less
-        with llama.cpp: 95.9% top-1 on the starter vs 96.5%)."""
+        MAX_TRANSIENT_BYTES, over activations rounded as the kernels round them (act_rounding)."""
         assert self.native is not None and self.kernels is not None
         if self.native.desc.n_parts != 1 or self.native.desc.out_map:
             return self.kernels.linear(self.native, x)
         x, rows = x.float(), max(1, MAX_TRANSIENT_BYTES // (4 * self.in_features))
+        x = rounded(x, block_of(self.native.desc.part[0].type))  # as the kernels see it
         y = torch.empty(x.shape[0], self.out_features, dtype=torch.float32)
         for r in range(0, self.out_features, rows):
             w = self.kernels.dequantize_rows(self.native, r, rows)
@@ -109,7 +116,8 @@ class QLinear(nn.Module):
                 return self.kernels.linear(self.native, x)  # bias added by the kernel
             if 4 * self.out_features * self.in_features > MAX_TRANSIENT_BYTES:
                 return self._chunked_float(x)
-            y = torch.nn.functional.linear(x.float(), self.kernels.dequantize(self.native))
+            w = self.kernels.dequantize(self.native)
+            y = dense_product(x.float(), w, output_blocks(self.native.desc))
         elif self.dense is not None:
             y = torch.nn.functional.linear(x, self.dense)
         elif self.dense_fn is not None and x.shape[0] >= DENSE_PREFILL_TOKENS:

@@ -1,8 +1,8 @@
 """Build Ember's native CPU kernels (csrc/*.c) with the system's C compiler, once per machine.
 
 The shared library is cached under a folder keyed by the sources, the compiler's version and
-the CPU's feature flags (it is built with -march=native), so every start after the first only
-loads it (a few ms). Where no compiler works, `load_library` returns None with the reason, and
+the ISA's compiler flags (isa.py chooses the ISA: the best this CPU runs, or EMBER_ISA), so
+every start after the first only loads it (a few ms). Where no compiler works, `load_library` returns None with the reason, and
 the torch runner uses its torch-kernel path instead (slower; measured by `ember bench`).
 
 Nothing is written beside the sources: the library goes to the caller's cache folder (app:
@@ -28,6 +28,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from ember.engine.runners.torch.native.isa import Isa, choose, this_cpu
+
 log = logging.getLogger(__name__)
 
 CSRC = Path(__file__).parent / "csrc"
@@ -44,9 +46,8 @@ SOURCES = (
     "pool.c",
 )
 ABI_VERSION = 1  # em_abi_version() of csrc/ember_native.h
-FLAGS = (
+FLAGS = (  # beside the ISA's own (isa.py)
     "-O3",
-    "-march=native",
     "-fopenmp",
     "-pthread",
     "-fPIC",
@@ -63,7 +64,8 @@ class NativeBuild:
 
     lib: ctypes.CDLL | None
     reason: str = ""  # why lib is None
-    features: str = ""  # what the library was compiled for ("avx2 fma" or "scalar")
+    features: str = ""  # what the library was compiled for (em_features: "avx2 fma f16c")
+    isa: str = ""  # the ISA it was built for (isa.py)
 
 
 def _compiler() -> str | None:
@@ -73,20 +75,12 @@ def _compiler() -> str | None:
     return None
 
 
-def _cpu_flags() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith(("flags", "Features")):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform
-
-    return platform.machine() + platform.processor()
+def _flags(isa: Isa) -> tuple[str, ...]:
+    return FLAGS + isa.compiler_flags(this_cpu().flags)
 
 
-def _key(cc: str) -> str:
-    """Sources + compiler version + CPU flags + build flags (OSError/TimeoutExpired: no cc)."""
+def _key(cc: str, isa: Isa) -> str:
+    """Sources + compiler version + build flags (OSError/TimeoutExpired: no cc)."""
     h = hashlib.sha256()
     for name in sorted(p.name for p in CSRC.iterdir()):
         h.update(name.encode())
@@ -95,17 +89,16 @@ def _key(cc: str) -> str:
         [cc, "--version"], capture_output=True, text=True, check=False, timeout=60
     )
     h.update(version.stdout.encode())
-    h.update(_cpu_flags().encode())
-    h.update(" ".join(FLAGS).encode())
+    h.update(" ".join(_flags(isa)).encode())
     return h.hexdigest()[:24]
 
 
-def _build(cc: str, out: Path) -> str:
+def _build(cc: str, out: Path, isa: Isa) -> str:
     """Compile into out (atomically); '' or the compiler's complaint."""
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
     os.close(fd)
-    cmd = [cc, *FLAGS, "-o", tmp, *(str(CSRC / s) for s in SOURCES), "-lm"]
+    cmd = [cc, *_flags(isa), "-o", tmp, *(str(CSRC / s) for s in SOURCES), "-lm"]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=300)
         if proc.returncode != 0:
@@ -152,24 +145,26 @@ def _build_lock(lock: Path) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def _built(cc: str, root: Path) -> tuple[Path, str]:
+def _built(cc: str, root: Path, isa: Isa) -> tuple[Path, str]:
     """The library's path in root, compiled there unless another process already did."""
-    path = root / f"ember_native_{_key(cc)}.so"
+    path = root / f"ember_native_{isa.name}_{_key(cc, isa)}.so"
     if path.is_file():
         return path, ""
     with _build_lock(path.with_suffix(".lock")):
         if path.is_file():  # built while we waited for the lock
             return path, ""
-        log.info("compiling Ember's native CPU kernels into %s (once)", root)
-        return path, _build(cc, path)
+        log.info("compiling Ember's native CPU kernels (%s) into %s (once)", isa.name, root)
+        return path, _build(cc, path, isa)
 
 
-def load_library(cache_dir: Path | None) -> NativeBuild:
+def load_library(cache_dir: Path | None, isa: str | None = None) -> NativeBuild:
     """The native kernels for this machine, compiled on first use into cache_dir (a private
-    temporary folder when None). EMBER_NATIVE=off disables them. Never raises for a missing or
-    failing compiler: the reason comes back instead."""
+    temporary folder when None) for `isa` (default: EMBER_ISA, else the best this CPU runs).
+    EMBER_NATIVE=off disables them. Never raises for a missing or failing compiler: the reason
+    comes back instead; an ISA this CPU lacks raises EngineError (isa.choose)."""
     if os.environ.get("EMBER_NATIVE", "").lower() in _OFF and os.environ.get("EMBER_NATIVE"):
         return NativeBuild(None, "EMBER_NATIVE=off")
+    target = choose(isa)
     cc = _compiler()
     if cc is None:
         return NativeBuild(None, "no C compiler (gcc, cc or clang) found")
@@ -177,7 +172,7 @@ def load_library(cache_dir: Path | None) -> NativeBuild:
     if problem:
         return NativeBuild(None, problem)
     try:
-        path, problem = _built(cc, root)
+        path, problem = _built(cc, root, target)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return NativeBuild(None, f"could not compile the native kernels ({cc}: {exc})")
     if problem:
@@ -189,4 +184,4 @@ def load_library(cache_dir: Path | None) -> NativeBuild:
     if lib.em_abi_version() != ABI_VERSION:
         return NativeBuild(None, f"{path}: ABI {lib.em_abi_version()} != {ABI_VERSION}")
     lib.em_features.restype = ctypes.c_char_p
-    return NativeBuild(lib, features=lib.em_features().decode())
+    return NativeBuild(lib, features=lib.em_features().decode(), isa=target.name)

@@ -15,19 +15,21 @@ import torch
 
 from ember.engine.runners.torch.native import structs as S
 from ember.engine.runners.torch.native.compile import NativeBuild, load_library
+from ember.engine.runners.torch.native.isa import choose
 
 log = logging.getLogger(__name__)
 _lock = threading.Lock()
 _loaded: dict[str, NativeBuild] = {}
 
 
-def native_build(cache_dir: Path | None) -> NativeBuild:
-    """The process's native library (built or loaded once per cache folder). Where it cannot be
-    built, one warning line says why and that the runner falls back to torch's kernels."""
-    key = str(cache_dir)
+def native_build(cache_dir: Path | None, isa: str | None = None) -> NativeBuild:
+    """The process's native library (built or loaded once per cache folder and ISA; isa None:
+    EMBER_ISA, else the best this CPU runs). Where it cannot be built, one warning line says
+    why and that the runner falls back to torch's kernels."""
+    key = f"{cache_dir}|{choose(isa).name}"
     with _lock:
         if key not in _loaded:
-            build = load_library(cache_dir)
+            build = load_library(cache_dir, isa)
             if build.lib is not None:
                 S.declare(build.lib)
             elif build.reason != "EMBER_NATIVE=off":

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from ember.engine.api import ModelFiles
-from ember.engine.runners.torch.native.compile import _compiler
 from ember.engine.runners.torch.runner import TorchOptions, TorchRunner
 from tests.conftest import PACKED_CACHE_DIR
 from tests.fixtures.llama_reference import llama_logits
@@ -34,8 +33,14 @@ def mean_nll(logits: np.ndarray, ids: list[int]) -> float:
 
 
 @pytest.fixture(scope="module")
+def starter_runner(starter_files: ModelFiles) -> TorchRunner:
+    """One load for the module's tests (each sets up its own KV cache)."""
+    return load_starter(starter_files)
+
+
+@pytest.fixture(scope="module")
 def starter_scores(
-    starter_gguf: Path, starter_files: ModelFiles
+    starter_gguf: Path, starter_runner: TorchRunner
 ) -> tuple[list[int], np.ndarray, np.ndarray]:
     """(ids, our logits, llama.cpp's logits) over 512 scored tokens of English text."""
     from llama_cpp import Llama
@@ -44,8 +49,7 @@ def starter_scores(
     ids = vocab.tokenize(TEXT.read_text().encode(), add_bos=True)[:513]
     assert len(ids) == 513  # BOS + 512 scored tokens
     expected = llama_logits(starter_gguf, ids)
-    runner = load_starter(starter_files)
-    return ids, prefill_logits(runner, ids, num_blocks=40), expected
+    return ids, prefill_logits(starter_runner, ids, num_blocks=40), expected
 
 
 @pytest.mark.model
@@ -57,52 +61,71 @@ def test_starter_perplexity_within_1pct_of_llamacpp(
     assert abs(ppl_ours / ppl_ref - 1) < 0.01, (ppl_ours, ppl_ref)
 
 
-@pytest.mark.model
-@pytest.mark.xfail(
-    _compiler() is None,
-    strict=True,
-    reason="no C compiler, so torch's kernels: measured 96.3% (bf16 activations, int8g head)",
-)
-def test_starter_top1_agrees_97pct_with_llamacpp(
-    starter_scores: tuple[list[int], np.ndarray, np.ndarray],
-) -> None:
-    """Measured 97.1%: every position's logits run float32 over dequantized weights, the LM head
-    in row chunks (its 8-bit-activation kernel gave 95.9% here; the decode path's 96.5% is
-    test_starter_quantized_path_agreement_floor's)."""
-    _, got, expected = starter_scores
-    agreement = float((got.argmax(-1) == expected.argmax(-1)).mean())
-    assert agreement >= 0.97, agreement
+# Top-1 agreement with llama.cpp over the 513 scored positions, measured per ISA path
+# (python benchmarks/bench_fidelity.py; agreeing positions in brackets):
+#   path                                       prompt (one prefill)   quantized (16-token steps)
+#   avx2, AMD EPYC 2 cores, 2026-12-02         0.9630 (494)           0.9649 (495)
+#   portable C, same machine (EMBER_ISA)       0.9630 (494)           0.9610 (493)
+#   avx2, before one rounding path             0.971                  0.965
+#   avx512, 2-core EPYC with VNNI/BF16,        0.9649 (float32 acts)  0.9532 (489)
+#     before one rounding path (issue 26)
+#   torch kernels (no C compiler)              0.963
+# With one rounding path both columns round activations alike (layers/act_rounding.py), so one
+# floor serves both: the lowest measured (0.9532) less the spread between ISA paths of the same
+# code (0.9649 - 0.9532 = 0.012, six tokens), as an unmeasured path (NEON; AVX-512 since the change) can differ
+# from the nearest measured one by as much. A wrong layer drops far below (under 0.5); the
+# perplexity checks (within 1% of llama.cpp's) are the tight, continuous ones.
+TOP1_FLOOR = 0.9532 - (0.9649 - 0.9532)
+
+
+def _isa() -> str:
+    from ember.engine.runners.torch.native.isa import choose
+
+    try:
+        return choose().name
+    except Exception as exc:  # noqa: BLE001 - for a failure message only
+        return f"unknown ({exc})"
+
+
+def check_agreement(path: str, got: np.ndarray, expected: np.ndarray) -> None:
+    agree = got.argmax(-1) == expected.argmax(-1)
+    rate = float(agree.mean())
+    assert rate >= TOP1_FLOOR, (
+        f"{path} path, native ISA {_isa()}: top-1 agreement with llama.cpp {rate:.4f} "
+        f"({int(agree.sum())} of {len(agree)}) < floor {TOP1_FLOOR:.4f}"
+    )
 
 
 @pytest.mark.model
 def test_starter_top1_agreement_floor(
     starter_scores: tuple[list[int], np.ndarray, np.ndarray],
 ) -> None:
-    """Regression floor under the measured 97.1% (a wrong layer drops it far below)."""
+    """Every position's logits from one prefill (dense matmuls over dequantized weights with
+    the kernels' 8-bit activation rounding; the LM head in row chunks)."""
     _, got, expected = starter_scores
-    assert float((got.argmax(-1) == expected.argmax(-1)).mean()) >= 0.96
+    check_agreement("prompt", got, expected)
 
 
 @pytest.mark.model
 def test_starter_quantized_path_agreement_floor(
-    starter_files: ModelFiles, starter_scores: tuple[list[int], np.ndarray, np.ndarray]
+    starter_runner: TorchRunner, starter_scores: tuple[list[int], np.ndarray, np.ndarray]
 ) -> None:
     """Decode runs the quantized kernels (native: the GGUF blocks with 8-bit activations, like
-    llama.cpp), not the prefill's dense weights: scored in 16-token steps it agrees 96.5%
-    (measured; one token at a time too) and its perplexity stays within 1% of llama.cpp's."""
+    llama.cpp): scored in 16-token steps it stays over TOP1_FLOOR and its perplexity within 1%
+    of llama.cpp's."""
     from ember.engine.runners.base import ForwardBatch
 
     from .helpers import SimpleSeq, scattered_blocks
 
     ids, _, expected = starter_scores
-    runner = load_starter(starter_files)
+    runner = starter_runner
     runner.init_kv(40, 16)
     seq = SimpleSeq(0, 16, scattered_blocks(40))
     steps = [ids[i : i + 16] for i in range(0, len(ids), 16)]
     got = np.concatenate(
         [runner.forward(ForwardBatch([seq.step(s, num_logits=len(s))]))[0] for s in steps]
     )
-    assert float((got.argmax(-1) == expected.argmax(-1)).mean()) >= 0.955
+    check_agreement("quantized", got, expected)
     ppl_ours, ppl_ref = np.exp(mean_nll(got, ids)), np.exp(mean_nll(expected, ids))
     assert abs(ppl_ours / ppl_ref - 1) < 0.01, (ppl_ours, ppl_ref)
 

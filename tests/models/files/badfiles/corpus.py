@@ -17,6 +17,7 @@ from tests.models.files.badfiles.layout import (
     STRING,
     U32,
     GGUFSpec,
+    TensorSpec,
     gstr,
     kv,
     kv_str,
@@ -55,6 +56,17 @@ def _second_tensor(**changes: object) -> Edit:
 
 def _drop_tensor(name: str) -> Edit:
     return lambda s: s.tensors.remove(s.tensor(name))
+
+
+def _append_tensor(name: str, ne: list[int], nbytes: int) -> Edit:
+    """A new F32 tensor after the last one (its bytes appended, aligned)."""
+
+    def edit(s: GGUFSpec) -> None:
+        offset = len(s.data) + (-len(s.data) % s.alignment)
+        s.data = s.data + b"\0" * (offset - len(s.data) + nbytes)
+        s.tensors.append(TensorSpec(name.encode(), ne, 0, offset))
+
+    return edit
 
 
 def _push_last_past_end(s: GGUFSpec) -> None:
@@ -157,6 +169,38 @@ BAD_CASES: dict[str, tuple[Edit, str]] = {
     "layers_more_than_tensors": (
         lambda s: s.set_kv("llama.block_count", kv_u32("llama.block_count", 3)),
         "missing tensor blk.2.",
+    ),
+}
+
+# the same checks on a mixture-of-experts file (quick_gguf's qwen3moe: 4 experts, 2 used)
+MOE_BAD_CASES: dict[str, tuple[Edit, str]] = {
+    "expert_count_zero": (
+        lambda s: s.set_kv("qwen3moe.expert_count", kv_u32("qwen3moe.expert_count", 0)),
+        "qwen3moe.expert_count: must be in 1..",
+    ),
+    "more_experts_used_than_exist": (
+        lambda s: s.set_kv("qwen3moe.expert_used_count", kv_u32("qwen3moe.expert_used_count", 5)),
+        "qwen3moe.expert_used_count: 5 is more than expert_count 4",
+    ),
+    "no_expert_count": (
+        lambda s: s.drop_kv("qwen3moe.expert_count"),
+        "qwen3moe.expert_count: missing",
+    ),
+    "missing_expert_tensor": (
+        _drop_tensor("blk.1.ffn_down_exps.weight"),
+        "missing tensor blk.1.ffn_down_exps.weight",
+    ),
+    "misshapen_expert_tensor": (
+        _tensor("blk.0.ffn_gate_exps.weight", ne=[64, 64, 3]),
+        "blk.0.ffn_gate_exps.weight has shape (3, 64, 64), expected (4, 64, 64)",
+    ),
+    "missing_router": (
+        _drop_tensor("blk.0.ffn_gate_inp.weight"),
+        "missing tensor blk.0.ffn_gate_inp.weight",
+    ),
+    "router_bias_wrong_length": (
+        _append_tensor("blk.0.ffn_gate_inp.bias", [3], 12),
+        "blk.0.ffn_gate_inp.bias has shape (3,), expected (4,)",
     ),
 }
 

@@ -74,6 +74,25 @@ static inline float dot_k45(const uint8_t *w, const em_act *a, int32_t m, int by
             sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(phi, _mm256_set1_epi16((short)sc[2 * c + 1])));
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(p) * dx[b]), _mm256_cvtepi32_ps(sumi), acc);
+#elif defined(EM_NEON)
+        int sumi = 0;
+        const uint8x16_t m4 = vdupq_n_u8(0x0f), one = vdupq_n_u8(1);
+        const uint8x16_t h0 = vld1q_u8(five ? qh : qs), h1 = vld1q_u8(five ? qh + 16 : qs);
+        for (int c = 0; c < 4; c++) {
+            const uint8x16_t a0 = vld1q_u8(qs + 32 * c), a1 = vld1q_u8(qs + 32 * c + 16);
+            uint8x16_t lo0 = vandq_u8(a0, m4), lo1 = vandq_u8(a1, m4);
+            uint8x16_t hi0 = vshrq_n_u8(a0, 4), hi1 = vshrq_n_u8(a1, 4);
+            if (five) { /* bit 2c (low nibbles) and 2c + 1 (high) of qh[l] become bit 4 */
+                const int8x16_t s0 = vdupq_n_s8((int8_t)(-2 * c)), s1 = vdupq_n_s8((int8_t)(-2 * c - 1));
+                lo0 = vorrq_u8(lo0, vshlq_n_u8(vandq_u8(vshlq_u8(h0, s0), one), 4));
+                lo1 = vorrq_u8(lo1, vshlq_n_u8(vandq_u8(vshlq_u8(h1, s0), one), 4));
+                hi0 = vorrq_u8(hi0, vshlq_n_u8(vandq_u8(vshlq_u8(h0, s1), one), 4));
+                hi1 = vorrq_u8(hi1, vshlq_n_u8(vandq_u8(vshlq_u8(h1, s1), one), 4));
+            }
+            sumi += sc[2 * c] * em_ndot32(lo0, lo1, xb + 64 * c) +
+                    sc[2 * c + 1] * em_ndot32(hi0, hi1, xb + 64 * c + 32);
+        }
+        acc += f16(p) * dx[b] * (float)sumi;
 #else
         int sumi = 0;
         for (int c = 0; c < 4; c++) {
@@ -144,6 +163,24 @@ float em_dot_q6_k(const uint8_t *w, const em_act *a, int32_t m) {
             }
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+#elif defined(EM_NEON)
+        int sumi = 0;
+        const uint8x16_t m4 = vdupq_n_u8(0x0f), three = vdupq_n_u8(3);
+        for (int n = 0; n < 2; n++) {
+            for (int s = 0; s < 4; s++) {
+                for (int half = 0; half < 2; half++) { /* 16 weights share a scale */
+                    const uint8x16_t lv = vld1q_u8(ql + 64 * n + 32 * (s & 1) + 16 * half);
+                    uint8x16_t hv = vld1q_u8(qh + 32 * n + 16 * half);
+                    hv = vandq_u8(vshlq_u8(hv, vdupq_n_s8((int8_t)(-2 * s))), three);
+                    const uint8x16_t q =
+                        vorrq_u8(s >= 2 ? vshrq_n_u8(lv, 4) : vandq_u8(lv, m4), vshlq_n_u8(hv, 4));
+                    const int8x16_t xv = vld1q_s8(xb + 128 * n + 32 * s + 16 * half);
+                    sumi += sc[8 * n + 2 * s + half] *
+                            vaddvq_s32(em_ndot16(vdupq_n_s32(0), vreinterpretq_s8_u8(q), xv));
+                }
+            }
+        }
+        acc += d * (float)sumi;
 #else
         int sumi = 0;
         for (int n = 0; n < 2; n++) {

@@ -55,8 +55,13 @@ float em_dot_q8_0(const uint8_t *w, const em_act *a, int32_t m) {
     for (int b = 0; b < nb; b++) {
         const uint8_t *p = w + 34 * b;
         const int8_t *q = (const int8_t *)(p + 2);
+#ifdef EM_NEON
+        int32x4_t v = em_ndot16(vdupq_n_s32(0), vld1q_s8(q), vld1q_s8(x + 32 * b));
+        const int s = vaddvq_s32(em_ndot16(v, vld1q_s8(q + 16), vld1q_s8(x + 32 * b + 16)));
+#else
         int s = 0;
         for (int j = 0; j < 32; j++) s += q[j] * x[32 * b + j];
+#endif
         acc += f16(p) * dx[b] * (float)s;
     }
     return acc;

@@ -21,12 +21,37 @@ static inline void prefetch(const uint8_t *from, const uint8_t *to, const uint8_
     for (const uint8_t *c = from; c < to && c < end; c += LINE) __builtin_prefetch(c, 0, 3);
 }
 
+/* what this build's SIMD paths use (the compiler's target macros, set by isa.py's flags) */
 const char *em_features(void) {
-#if defined(__AVX2__) && defined(__FMA__)
-    return "avx2 fma";
-#else
-    return "scalar";
+    static const char present[] = "" /* each present feature adds " name" */
+#if defined(__AVX512F__)
+           " avx512f"
 #endif
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+           " avx512bw avx512vl"
+#endif
+#if defined(__AVX512VNNI__)
+           " avx512vnni"
+#elif defined(__AVXVNNI__)
+           " avxvnni"
+#endif
+#if defined(__AVX512BF16__)
+           " avx512bf16"
+#endif
+#if defined(__AVX2__) && defined(__FMA__)
+           " avx2 fma"
+#endif
+#if defined(__F16C__)
+           " f16c"
+#endif
+#if defined(__ARM_NEON)
+           " neon"
+#endif
+#if defined(__ARM_FEATURE_DOTPROD)
+           " dotprod"
+#endif
+        ;
+    return present[0] ? present + 1 : "scalar";
 }
 
 int em_abi_version(void) { return EM_ABI_VERSION; }

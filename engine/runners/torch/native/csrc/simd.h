@@ -1,4 +1,5 @@
-/* AVX2 helpers shared by the dot-product files (compiled only where the compiler targets AVX2). */
+/* SIMD helpers (AVX2; NEON below) shared by the dot-product files (compiled only where the compiler targets AVX2;
+ * the AVX-512 build uses them too, EVEX-encoded, with VNNI's dot product where present). */
 #ifndef EMBER_SIMD_H
 #define EMBER_SIMD_H
 
@@ -26,10 +27,20 @@ static inline __m256i em_bits32(const uint8_t *qh) {
     return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
 }
 
-/* sum of a[i] * b[i] over each 4 bytes: signed a (> -128 or exactly its magnitude), signed b */
+/* sum of a[i] * b[i] over each 4 bytes: signed a (> -128 or exactly its magnitude), signed b.
+ * With VNNI one instruction does both steps; the sums are the same integers (|a| <= 127, so
+ * maddubs's int16 pair sums, at most 2 * 127 * 128, never saturate). */
 static inline __m256i em_dot_i8(__m256i a, __m256i b) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(a, a),
+                               _mm256_sign_epi8(b, a));
+#elif defined(__AVXVNNI__)
+    return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(a, a),
+                                   _mm256_sign_epi8(b, a));
+#else
     __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a));
     return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+#endif
 }
 
 /* unsigned a (< 128), signed b: int16 sums of adjacent pairs */
@@ -44,5 +55,26 @@ static inline float em_hsum(__m256 v) {
 
 static inline __m256i em_load32(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
+#endif
+#if defined(__ARM_NEON) && defined(__aarch64__)
+#define EM_NEON 1
+#include <arm_neon.h>
+
+/* acc + the sums of a[i] * b[i] over each 4 bytes (16 int8 pairs); exact integers, so a NEON
+ * dot gives the portable C path's result bit for bit (the float steps around it are shared) */
+static inline int32x4_t em_ndot16(int32x4_t acc, int8x16_t a, int8x16_t b) {
+#if defined(__ARM_FEATURE_DOTPROD)
+    return vdotq_s32(acc, a, b);
+#else
+    acc = vpadalq_s16(acc, vmull_s8(vget_low_s8(a), vget_low_s8(b)));
+    return vpadalq_s16(acc, vmull_high_s8(a, b));
+#endif
+}
+
+/* sum of the 32 products of unsigned codes (< 128) and int8 activations */
+static inline int em_ndot32(uint8x16_t q0, uint8x16_t q1, const int8_t *x) {
+    int32x4_t s = em_ndot16(vdupq_n_s32(0), vreinterpretq_s8_u8(q0), vld1q_s8(x));
+    return vaddvq_s32(em_ndot16(s, vreinterpretq_s8_u8(q1), vld1q_s8(x + 16)));
+}
 #endif
 #endif

@@ -103,7 +103,8 @@ def test_concurrent_builds_compile_once_outside_the_sources(
         f"""
         from pathlib import Path
         from ember.engine.runners.torch.native.compile import _built
-        path, problem = _built({str(cc)!r}, Path({str(out)!r}))
+        from ember.engine.runners.torch.native.isa import choose
+        path, problem = _built({str(cc)!r}, Path({str(out)!r}), choose("portable"))
         assert problem == "", problem
         print(path.read_bytes().decode())
         """

@@ -1,0 +1,59 @@
+"""Build one layer's mixture-of-experts FFN (layers/moe.py) from a ModelSource's tensors.
+
+The router is small (E x hidden) and routing decides which experts run, so it is kept in
+float32 and multiplied in float32, like llama.cpp's (its GGUF router is F32). The experts stay
+as the file stores them, stacked (E, out, in); an expert's layers are made the first time a
+token chooses it, from views of that expert's rows only: with the native kernels those views
+are the GGUF blocks in the mmap (nothing converted, pages of unchosen experts never read);
+with torch's kernels the chosen expert is converted to the packed form then.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ember.engine.runners.torch.layers.linear import QLinear
+from ember.engine.runners.torch.layers.moe import Expert, MoEFFN
+from ember.engine.runners.torch.layers.quantize import RowFix, build_linear
+from ember.engine.runners.torch.weights import WeightTensor, resolve_format
+
+if TYPE_CHECKING:
+    from ember.engine.runners.torch.build import _Builder
+
+
+def build_moe(b: _Builder, layer: int) -> MoEFFN:
+    """The MoE FFN of layer `layer` (GGUF names blk.N.ffn_gate_inp / ffn_*_exps)."""
+    p, cfg = f"blk.{layer}.", b.cfg
+    router = b.tensor(p + "ffn_gate_inp.weight").to_float().to(b.opts.device)
+    bias_name = p + "ffn_gate_inp.bias"
+    bias = b.tensor(bias_name).to_float().to(b.opts.device) if b.has(bias_name) else None
+    gate = b.tensor(p + "ffn_gate_exps.weight")
+    up = b.tensor(p + "ffn_up_exps.weight")
+    down = b.tensor(p + "ffn_down_exps.weight")
+
+    def make_expert(e: int) -> Expert:
+        return Expert(
+            gate_up=_expert_linear(b, [gate.expert(e), up.expert(e)]),
+            down=_expert_linear(b, [down.expert(e)]),
+        )
+
+    return MoEFFN(
+        router.float().contiguous(),
+        None if bias is None else bias.float().contiguous(),
+        cfg.n_experts_used,
+        cfg.norm_topk_prob,
+        make_expert,
+        gelu=cfg.activation == "gelu_tanh",
+    )
+
+
+def _expert_linear(b: _Builder, parts: list[WeightTensor]) -> QLinear:
+    """One expert's (fused) linear: the file's blocks under the native kernels, else packed."""
+    if b.kernels is not None:
+        from ember.engine.runners.torch.native.kernels import make_linear
+
+        native = make_linear([(t.raw, t.qtype, t.shape) for t in parts])
+        return QLinear.from_native(native, b.kernels, None)
+    fmt = resolve_format(b.opts.weight_format, parts)
+    fixes: list[RowFix | None] = [None] * len(parts)
+    return build_linear(parts, fixes, None, fmt, b.opts.dtype, b.opts.device)
