@@ -60,6 +60,9 @@ def create_runner(options: EngineOptions, model: ModelFiles) -> Runner:
 
         return FakeRunner()
     if name == "torch":
+        from ember.engine.runners.torch.kv_choice import torch_kv_dtype
+
+        torch_kv_dtype(options.kv_cache)  # refuse q4 before torch is imported or a file read
         from ember.engine.runners.torch.runner import TorchRunner
 
         return TorchRunner.load(model.path, options, digest=model.digest)

@@ -17,6 +17,7 @@ from ember.engine.runners.torch import cuda_graphs
 from ember.engine.runners.torch.build import BuildOptions, build_model, native_ready
 from ember.engine.runners.torch.cuda_graphs import DecodeGraphs
 from ember.engine.runners.torch.device_decode import decode_batch, one_token_steps
+from ember.engine.runners.torch.kv_choice import torch_kv_dtype
 from ember.engine.runners.torch.kv_store import KVStore
 from ember.engine.runners.torch.layers.attention import AttnPlan, make_plan
 from ember.engine.runners.torch.layers.rope import Rope, apply_rope, signed_sin
@@ -369,14 +370,3 @@ def _torch_options(options: Any) -> TorchOptions:
         packed_cache_dir=options.packed_cache_dir,
         kv_dtype=torch_kv_dtype(options.kv_cache),
     )
-
-
-def torch_kv_dtype(kv_cache: str) -> str:
-    """TorchOptions.kv_dtype for a user's KV cache type (models/quants/kv_cache.py): f16 -> the
-    runner's 16-bit default, q8 -> int8 pools; q4 has no torch pools (EngineError)."""
-    if kv_cache == "q4":
-        raise EngineError(
-            "--kv-cache q4: the torch runner's KV cache is f16 or q8 (int8); "
-            "use --kv-cache q8, or --runner llama.cpp for q4"
-        )
-    return "int8" if kv_cache == "q8" else "auto"
