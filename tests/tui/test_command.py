@@ -17,8 +17,10 @@ REPO = Path(__file__).resolve().parents[2]
 def test_second_instance_is_told_history_in_use() -> None:
     held = History.open(get_paths().history_db)
     try:
+        # not --fake: the demo runs in a throwaway home of its own, so it never meets this lock;
+        # the history is opened before any model loads, so this ends at once
         proc = subprocess.run(
-            [sys.executable, "-m", "ember", "--fake"],
+            [sys.executable, "-m", "ember"],
             cwd=REPO,
             env=os.environ | {"PYTHONPATH": str(REPO)},
             capture_output=True,
