@@ -50,8 +50,8 @@ async def overflow(
     import anyio
 
     limit = backend.info.context_limit
-    if limit <= 0:
-        return None
+    if limit <= 0 or backend.health().status != "ok":
+        return None  # a dead or wedged engine: submit answers for it, as the server error it is
     prompt_tokens = await anyio.to_thread.run_sync(backend.count_tokens, request)
     asked = request.sampling.max_tokens if explicit_max_tokens else 0
     if prompt_tokens < limit and prompt_tokens + asked <= limit:

@@ -1,7 +1,9 @@
 """Chat turns past the context through a real `ember serve` (issue 25: a second turn past the
-context answered 500 "llama_decode failed (invalid batch)"). The official `openai` SDK sends turn
-one, whose prompt plus reply overflow --ctx 128, then turn two and three with the whole history: each is
-answered under the sink-window policy, never an error."""
+context answered 500 "llama_decode failed (invalid batch)"). Ollama's /api/chat gets turn one,
+whose prompt plus reply overflow --ctx 128, then turns two and three with the whole history: each
+is answered (Ollama's routes truncate, as Ollama does). The official `openai` SDK sending that
+history gets llama-server's 400 `exceed_context_size_error` naming the sizes (issue 23), never a
+500."""
 
 from __future__ import annotations
 
@@ -35,17 +37,23 @@ def server(starter_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Iter
 
 
 def test_turns_past_the_context_keep_answering(server: str) -> None:
-    client: Any = openai.OpenAI(base_url=f"{server}/v1", api_key="none", max_retries=0)
+    import httpx
+
     messages: list[dict[str, str]] = []
     asks = ["Tell me a long story about a lighthouse keeper.", "Go on, what happened next?",
             "And how did it end?"]  # fmt: skip
     for turn, ask in enumerate(asks):
         messages.append({"role": "user", "content": ask})
-        reply = client.chat.completions.create(
-            model=MODEL, messages=messages, max_tokens=CTX, temperature=0, seed=turn
-        )
-        choice = reply.choices[0]
-        assert choice.finish_reason in ("length", "stop"), turn
-        assert choice.message.content, turn
-        messages.append({"role": "assistant", "content": choice.message.content})
-    assert reply.usage.prompt_tokens > CTX  # the last turn's history alone is past the context
+        options = {"num_predict": CTX, "temperature": 0, "seed": turn}
+        body = {"model": MODEL, "messages": messages, "stream": False, "options": options}
+        reply = httpx.post(f"{server}/api/chat", json=body, timeout=300)
+        assert reply.status_code == 200, (turn, reply.text)
+        content = reply.json()["message"]["content"]
+        assert content and reply.json()["done"], turn
+        messages.append({"role": "assistant", "content": content})
+    client: Any = openai.OpenAI(base_url=f"{server}/v1", api_key="none", max_retries=0)
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(model=MODEL, messages=messages, max_tokens=8)
+    error = refused.value.body
+    assert error["type"] == "exceed_context_size_error"
+    assert error["n_prompt_tokens"] > CTX == error["n_ctx"]  # the history alone is past it
