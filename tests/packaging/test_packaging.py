@@ -97,7 +97,7 @@ def test_wheel_installs_everything_under_ember(wheel: Path) -> None:
     ):
         assert module in names
     entry = next(n for n in names if n.endswith("entry_points.txt"))
-    assert "ember = ember.app.cli:main" in zipfile.ZipFile(wheel).read(entry).decode()
+    assert "ember = ember.__main__:main" in zipfile.ZipFile(wheel).read(entry).decode()
 
 
 @pytest.mark.requires_tool("pipx", "pip install pipx")
