@@ -118,3 +118,17 @@ def serve_models(
                        env=env, check=True, capture_output=True, timeout=300)  # fmt: skip
     with ember_serve(home, env, *args) as url:
         yield url
+
+
+@contextmanager
+def fake_engine_server(ctx: int, max_tokens_cap: int) -> Iterator[str]:
+    """A real server on 127.0.0.1 over the real engine with the fake runner (context `ctx`)."""
+    from ember.engine.api import EngineOptions
+    from ember.engine.load import load_engine
+
+    def load(name: str):
+        return load_engine(EngineOptions(model="fake", runner="fake", ctx=ctx, prefix_disk_bytes=0))
+
+    pool = ModelPool(load, lambda: ["fake"], default_model="fake", max_tokens_cap=max_tokens_cap)
+    with running_server(pool, Guard(bind_host="127.0.0.1")) as url:
+        yield url

@@ -12,11 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from ember.app.server.pool import ModelPool
-from ember.app.server.security import Guard
-from ember.engine.api import EngineOptions
-from ember.engine.load import load_engine
-from tests.app.server.server_harness import running_server
+from tests.app.server.server_harness import fake_engine_server
 
 CTX = 1024
 LONG = "a" * (2 * CTX)
@@ -24,12 +20,7 @@ LONG = "a" * (2 * CTX)
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    def load(name: str):
-        options = EngineOptions(model="fake", runner="fake", ctx=CTX, prefix_disk_bytes=0)
-        return load_engine(options)
-
-    pool = ModelPool(load, lambda: ["fake"], default_model="fake", max_tokens_cap=64)
-    with running_server(pool, Guard(bind_host="127.0.0.1")) as url:
+    with fake_engine_server(CTX, max_tokens_cap=64) as url:
         yield url
 
 
