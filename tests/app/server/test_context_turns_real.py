@@ -7,16 +7,13 @@ history gets llama-server's 400 `exceed_context_size_error` naming the sizes (is
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.app.server.server_harness import ember_serve
+from tests.app.server.server_harness import serve_models
 
 pytestmark = pytest.mark.model
 openai = pytest.importorskip("openai")
@@ -28,11 +25,8 @@ CTX = 128
 @pytest.fixture(scope="module")
 def server(starter_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     home = tmp_path_factory.mktemp("serve_home")
-    env = {**os.environ, "EMBER_HOME": str(home), "HF_HUB_OFFLINE": "1"}
-    ember = [sys.executable, "-m", "ember"]
-    subprocess.run([*ember, "add", str(starter_gguf), "--name", MODEL], env=env, check=True,
-                   capture_output=True, timeout=300)  # fmt: skip
-    with ember_serve(home, env, "--model", MODEL, "--threads", "2", "--ctx", str(CTX)) as url:
+    serve = ("--model", MODEL, "--threads", "2", "--ctx", str(CTX))
+    with serve_models(home, {MODEL: starter_gguf}, *serve) as url:
         yield url
 
 

@@ -7,9 +7,6 @@ Schemas the compiler cannot end (endless $ref recursion, thousands deep) are a 4
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.app.server.server_harness import ember_serve
+from tests.app.server.server_harness import serve_models
 
 pytestmark = pytest.mark.model
 pytest.importorskip("llguidance", reason="structured output needs llguidance")
@@ -35,12 +32,8 @@ ASK = [{"role": "user", "content": "What is the biggest city of France, and its 
 @pytest.fixture(scope="module")
 def server(starter_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     home = tmp_path_factory.mktemp("serve_home")
-    env = {**os.environ, "EMBER_HOME": str(home), "HF_HUB_OFFLINE": "1"}
-    ember = [sys.executable, "-m", "ember"]
-    subprocess.run([*ember, "add", str(starter_gguf), "--name", MODEL], env=env, check=True,
-                   capture_output=True, timeout=300)  # fmt: skip
     serve = ("--model", MODEL, "--runner", "llama.cpp", "--threads", "2", "--ctx", "1024")
-    with ember_serve(home, env, *serve, "--no-prefix-cache") as url:
+    with serve_models(home, {MODEL: starter_gguf}, *serve, "--no-prefix-cache") as url:
         yield url
 
 
