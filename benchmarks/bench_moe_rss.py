@@ -1,9 +1,12 @@
 """Resident memory of a MoE GGUF on the torch runner against the experts in use.
 
 Usage: python benchmarks/bench_moe_rss.py MOE.gguf [--prompt-tokens P] [--decode N] [--threads T]
+       [--warm]
 
 The file is dropped from the page cache first (posix_fadvise DONTNEED; a file another process
-maps or holds dirty stays cached: the table says how much was left), then loaded through the
+maps or holds dirty stays cached: the table says how much was left), or with --warm read whole
+into it (as a download, a digest or another program leaves it: the kernel may then map cached
+neighbours of a touched page, large folios included), then loaded through the
 runner, prefilled with P tokens and decoded greedily for N. After each stage: the experts
 chosen so far (of all layers'), this process's resident pages of the file (RssFile of its
 mappings, /proc/self/smaps) and the file's pages in the page cache (mincore). Linux only.
@@ -69,6 +72,7 @@ def main() -> None:
     parser.add_argument("--prompt-tokens", type=int, default=8)
     parser.add_argument("--decode", type=int, default=16)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--warm", action="store_true", help="read the file into the cache first")
     args = parser.parse_args()
     if args.prompt_tokens < 1 or args.decode < 0 or args.threads < 1:
         parser.error("--prompt-tokens and --threads must be >= 1, --decode >= 0")
@@ -77,9 +81,15 @@ def main() -> None:
 
     path = args.gguf.resolve()
     size = path.stat().st_size
-    drop_from_page_cache(path)
+    if args.warm:
+        with path.open("rb") as f:
+            while f.read(16 * MIB):
+                pass
+    else:
+        drop_from_page_cache(path)
+    first = "read into the page cache" if args.warm else "dropped from the page cache"
     rows: list[tuple[str, tuple[int, int] | None, int, int]] = [
-        ("dropped from the page cache", None, 0, page_cache_bytes(path))
+        (first, None, 0, page_cache_bytes(path))
     ]
     runner = TorchRunner.load(path, TorchOptions(device="cpu", threads=args.threads))
     if not runner.cfg.n_experts:

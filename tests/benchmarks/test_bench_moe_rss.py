@@ -20,12 +20,15 @@ def _run(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
 
 
-def test_stages_and_experts(tmp_path: Path) -> None:
+@pytest.mark.parametrize("warm", [False, True])
+def test_stages_and_experts(tmp_path: Path, warm: bool) -> None:
     path = write_tiny_gguf(tmp_path / "moe.gguf", "qwen3moe", experts=(8, 2, 512))
-    out = _run(path, "--prompt-tokens", "1", "--decode", "3")
+    out = _run(path, "--prompt-tokens", "1", "--decode", "3", *(["--warm"] if warm else []))
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0].startswith("moe.gguf: ")
+    first = "read into the page cache" if warm else "dropped from the page cache"
+    assert lines[2].startswith(first)
     loaded, prefill, decoded = (line.split() for line in lines[3:6])
     assert loaded[:4] == ["loaded", "0", "of", "16"]  # 2 layers x 8 experts
     assert prefill[:2] == ["1-token", "prefill"] and prefill[2:5] == ["4", "of", "16"]
