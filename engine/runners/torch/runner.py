@@ -175,7 +175,7 @@ class TorchRunner:
         with torch.inference_mode():
             model = build_model(src, build, root, kernels, progress)
         native = None
-        if kernels is not None and not src.config.n_experts:  # MoE steps run layer by layer
+        if kernels is not None:
             from ember.engine.runners.torch.native.kernels import mat_of
             from ember.engine.runners.torch.native.model import NativeModel
 

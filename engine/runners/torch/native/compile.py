@@ -43,6 +43,7 @@ SOURCES = (
     "dequant.c",
     "attention.c",
     "forward.c",
+    "moe.c",
     "pool.c",
 )
 ABI_VERSION = 2  # em_abi_version() of csrc/ember_native.h

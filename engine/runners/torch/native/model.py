@@ -1,7 +1,7 @@
 """NativeModel: the whole decoder as one em_model, so a decode step is one C call.
 
 It shares everything with the torch modules of the same model: the GGUF matrices (em_mat views
-of the file's mmap, never copied), the norm weights (the RMSNorm modules' float32 tensors) and
+of the file's mmap, never copied), a MoE layer's em_moe (native/moe.py), the norm weights (the RMSNorm modules' float32 tensors) and
 the KV pools (the KVStore's tensors). Only small steps run here (decode, drafts, short chunks);
 long prefills run through the torch modules, which write the same pools.
 """
@@ -45,7 +45,12 @@ class NativeModel:
         for i, layer in enumerate(model.layers):
             w, d = cast("LayerWeights", layer.w), self.layers[i]
             d.qkv, d.o = _linear(w.qkv).desc, _linear(w.o_proj).desc
-            d.gate_up, d.down = _linear(w.gate_up).desc, _linear(w.down).desc
+            if w.moe is not None:  # routed experts (csrc/moe.c) in place of gate_up and down
+                if w.moe.native is None:
+                    raise EngineError("native decode needs the MoE layers in their native form")
+                d.moe = C.addressof(w.moe.native.desc)
+            else:
+                d.gate_up, d.down = _linear(w.gate_up).desc, _linear(w.down).desc
             d.attn_norm, d.ffn_norm = float_ptr(w.attn_norm.weight), float_ptr(w.ffn_norm.weight)
             if w.post_attn_norm is not None and w.post_ffn_norm is not None:
                 d.post_attn_norm = float_ptr(w.post_attn_norm.weight)

@@ -56,6 +56,7 @@ class EmLayer(C.Structure):
         ("v_pool", C.c_void_p),
         ("k_scale", F32P),
         ("v_scale", F32P),
+        ("moe", C.c_void_p),  # em_moe* (native/moe.py) or NULL
     ]
 
 

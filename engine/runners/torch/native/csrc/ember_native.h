@@ -78,6 +78,7 @@ typedef struct {
     void *v_pool;
     float *k_scale;           /* int8 pools: (num_blocks, block_size, n_kv) scales, else NULL */
     float *v_scale;
+    const struct em_moe_ *moe; /* routed experts (moe.h) in place of gate_up/down, or NULL */
 } em_layer;
 
 typedef struct {

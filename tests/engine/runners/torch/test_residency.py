@@ -1,0 +1,112 @@
+"""Resident memory follows the experts in use: a MoE GGUF loaded through the real loader from a
+cold page cache, one token run, and then only the chosen experts' pages are in memory (mincore
+on the file's pages) and the process maps far less of the file than its size (smaps)."""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+import numpy as np
+import pytest
+
+from ember.engine.runners.torch.runner import TorchOptions, TorchRunner
+from tests.fixtures.quick_gguf import write_tiny_gguf
+
+from .helpers import prefill_logits
+
+if TYPE_CHECKING:
+    from ember.engine.runners.torch.model import DecoderLayer
+
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="mincore and smaps residency checks are Linux's"
+)
+PAGE = mmap.PAGESIZE
+N_EXPERTS, USED, WIDTH = 8, 2, 2048  # each expert ~280 KiB: 70 pages over its three matrices
+STACKS = ("ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight")
+
+
+def _cold_moe_file(tmp_path: Path) -> Path:
+    """A fresh qwen3moe GGUF dropped from the page cache (skips where the cache keeps it)."""
+    path = write_tiny_gguf(tmp_path / "moe.gguf", "qwen3moe", experts=(N_EXPERTS, USED, WIDTH))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as buf:
+            cached = _resident(np.frombuffer(buf, dtype=np.uint8)).sum()
+    finally:
+        os.close(fd)
+    if cached:
+        pytest.skip(f"{tmp_path}: this file system keeps the file in memory ({cached} pages)")
+    return path
+
+
+def _resident(view: np.ndarray) -> np.ndarray:
+    """mincore(2): 1 per page of the view's span that is in memory."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    start = view.ctypes.data // PAGE * PAGE
+    length = view.ctypes.data + view.nbytes - start
+    vec = (ctypes.c_ubyte * (-(-length // PAGE)))()
+    rc = libc.mincore(ctypes.c_void_p(start), ctypes.c_size_t(length), vec)
+    assert rc == 0, ctypes.get_errno()
+    out = np.ctypeslib.as_array(vec) & 1
+    del vec  # mincore's vector, not the view
+    return out
+
+
+def _interior_resident(stack: np.ndarray, expert: int) -> tuple[int, int]:
+    """(resident, total) pages lying wholly inside expert `expert`'s bytes of a stack."""
+    per = stack.nbytes // N_EXPERTS
+    part = stack[expert * per : (expert + 1) * per]
+    lo, hi = part.ctypes.data, part.ctypes.data + part.nbytes
+    first, last = -(-lo // PAGE), hi // PAGE  # pages [first, last) are inside
+    pages = _resident(part)
+    offset = first - lo // PAGE
+    inside = pages[offset : offset + max(0, last - first)]
+    return int(inside.sum()), len(inside)
+
+
+def _file_rss_bytes(path: Path) -> int:
+    """Rss of this process's mappings of path (/proc/self/smaps)."""
+    total, ours = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split(maxsplit=1)[0]
+        if "-" in head and not head.endswith(":"):
+            ours = line.rstrip().endswith(str(path))
+        elif ours and line.startswith("Rss:"):
+            total += int(line.split()[1]) * 1024
+    return total
+
+
+def _chosen(moe: Any) -> list[bool]:
+    if moe.native is not None:
+        return [bool(n) for n in moe.native.chosen]
+    return [e is not None for e in moe.experts]
+
+
+@pytest.mark.parametrize("kernels", ["auto", "torch"])
+def test_only_the_chosen_experts_are_in_memory(tmp_path: Path, kernels: str) -> None:
+    path = _cold_moe_file(tmp_path)
+    runner = TorchRunner.load(path, TorchOptions(device="cpu", threads=1, kernels=kernels))
+    prefill_logits(runner, [17])  # one token: 2 of 8 experts in each layer
+    for i, layer in enumerate(runner.model.layers):
+        moe = cast("DecoderLayer", layer).w.moe
+        assert moe is not None
+        chosen = _chosen(moe)
+        assert sum(chosen) == USED
+        for name in STACKS:
+            stack = runner.src.tensors[f"blk.{i}.{name}"].raw
+            for e in range(N_EXPERTS):
+                resident, pages = _interior_resident(stack, e)
+                assert pages > 0
+                if chosen[e]:
+                    assert resident == pages, (i, name, e, resident, pages)
+                else:
+                    assert resident == 0, (i, name, e, resident, pages)
+    size = path.stat().st_size
+    assert _file_rss_bytes(path) < size / 2, (_file_rss_bytes(path), size)
