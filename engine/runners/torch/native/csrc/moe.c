@@ -40,6 +40,8 @@ void em_moe_needs(const em_moe *M, int need[4]) {
     em_linear_needs(&down, &need[2], &need[3]);
 }
 
+static int is_float(int32_t type) { return type == EM_F32 || type == EM_F16 || type == EM_BF16; }
+
 int em_moe_scratch_init(em_moe_scratch *S, const em_moe *M, int32_t n_tokens, const int need[4]) {
     const int64_t N = n_tokens, k = M->n_used, P = N * k, H = M->hidden, F = M->ffn;
     memset(S, 0, sizeof(*S));
@@ -53,13 +55,14 @@ int em_moe_scratch_init(em_moe_scratch *S, const em_moe *M, int32_t n_tokens, co
     S->slot_start = malloc(sizeof(int32_t) * (M->n_experts + 1));
     S->expert_row = malloc(sizeof(int32_t) * M->n_experts);
     S->logits = malloc(sizeof(float) * N * M->n_experts);
-    S->hp = malloc(sizeof(float) * P * H);
     S->gu = malloc(sizeof(float) * P * 2 * F);
     S->yp = malloc(sizeof(float) * P * H);
     if (!S->ids_w || !S->ids || !S->pair_of || !S->pair_token || !S->slot_expert ||
-        !S->slot_start || !S->expert_row || !S->logits || !S->hp || !S->gu || !S->yp)
+        !S->slot_start || !S->expert_row || !S->logits || !S->gu || !S->yp)
         return -1;
-    if (em_act_alloc(&S->a_h, NULL, H, n_tokens, (int32_t)H, 0, 0) ||
+    const int floats = is_float(M->gate.type) || is_float(M->up.type); /* they read x itself */
+    if (floats && !(S->hp = malloc(sizeof(float) * P * H))) return -1;
+    if (em_act_alloc(&S->a_h, NULL, H, n_tokens, (int32_t)H, need[0], need[1]) ||
         em_act_alloc(&S->a_hp, S->hp, H, (int32_t)P, (int32_t)H, need[0], need[1]) ||
         em_act_alloc(&S->a_act, S->gu, 2 * F, (int32_t)P, (int32_t)F, need[2], need[3]))
         return -1;
@@ -192,6 +195,37 @@ static void experts_phase(const em_moe_scratch *S, const em_mat *mats, int n_mat
     }
 }
 
+/* point a's code buffers at its row r (so that its row 0 is r) */
+static void shift_rows(em_act *a, int32_t r) {
+    const int64_t k = a->k;
+    if (a->q32) a->q32 += r * k, a->d32 += r * (k / 32), a->s32 += r * (k / 32);
+    if (a->q256) a->q256 += r * k, a->d256 += r * (k / 256), a->bsum256 += r * (k / 16);
+}
+
+/* row 0 of a (one row) rounded to its 8-bit forms */
+static void quantize_one(em_act *a) {
+    em_phase ph[1] = {0};
+    em_team solo = {ph, 0, 1, NULL}; /* a phase of one thread and one item */
+    em_act_quantize_rows(a, a->q32 != NULL, a->q256 != NULL, &solo);
+}
+
+/* row r of dst = row t of src (codes and scales, and the float row where dst keeps them) */
+static void copy_row(em_act *dst, int32_t r, const em_act *src, int32_t t) {
+    em_act d = *dst, s = *src;
+    if (dst->x)
+        memcpy((float *)dst->x + (int64_t)r * dst->ldx, src->x + (int64_t)t * src->ldx,
+               sizeof(float) * (size_t)dst->k);
+    shift_rows(&d, r), shift_rows(&s, t);
+    const size_t k = (size_t)dst->k;
+    if (d.q32) {
+        memcpy(d.q32, s.q32, k), memcpy(d.d32, s.d32, 4 * (k / 32)), memcpy(d.s32, s.s32, 4 * (k / 32));
+    }
+    if (d.q256) {
+        memcpy(d.q256, s.q256, k), memcpy(d.d256, s.d256, 4 * (k / 256));
+        memcpy(d.bsum256, s.bsum256, 2 * (k / 16));
+    }
+}
+
 static inline float gelu_tanh(float x) {
     const float c = 0.7978845608028654f; /* sqrt(2 / pi) */
     return 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x)));
@@ -203,17 +237,23 @@ void em_moe_rows(const em_moe *M, const float *h, float *y, em_moe_scratch *S, e
     const int32_t N = S->n_tokens, k = M->n_used, E = M->n_experts, H = M->hidden, F = M->ffn;
     const int64_t P = S->n_pairs;
     const em_dot_fn router_dot = em_dot_for(M->router.type);
-    em_act *a_h = &S->a_h;
-    EM_PAR_FOR(T, i, (int64_t)N * E) { /* router logits, one (token, expert) per item */
-        const int32_t t = (int32_t)(i / E), e = (int32_t)(i % E);
-        em_act x = *a_h;
-        x.x = h;
-        const float b = M->router_bias ? M->router_bias[e] : 0.0f;
-        S->logits[i] = router_dot(M->router.data + (int64_t)e * M->router.row_bytes, &x, t) + b;
+    em_act x = S->a_h; /* this thread's view of the token rows: the float h, the shared codes */
+    x.x = h;
+    EM_PAR_FOR(T, i, (int64_t)N * E + N) {
+        if (i < (int64_t)N * E) { /* router logits, one (token, expert) per item */
+            const int32_t t = (int32_t)(i / E), e = (int32_t)(i % E);
+            const float b = M->router_bias ? M->router_bias[e] : 0.0f;
+            S->logits[i] = router_dot(M->router.data + (int64_t)e * M->router.row_bytes, &x, t) + b;
+        } else { /* the token's row rounded to 8 bits, once for all its choices */
+            em_act one = x;
+            const int32_t t = (int32_t)(i - (int64_t)N * E);
+            one.m = 1, one.x = h + (int64_t)t * H;
+            shift_rows(&one, t);
+            quantize_one(&one);
+        }
     }
     EM_PAR_FOR(T, one, 1) plan(M, S);
-    EM_PAR_FOR(T, p, P) memcpy(S->hp + p * H, h + (int64_t)S->pair_token[p] * H, sizeof(float) * H);
-    em_act_quantize_rows(&S->a_hp, S->a_hp.q32 != NULL, S->a_hp.q256 != NULL, T);
+    EM_PAR_FOR(T, p, P) copy_row(&S->a_hp, (int32_t)p, &x, S->pair_token[p]);
     const em_mat gate_up[2] = {M->gate, M->up};
     experts_phase(S, gate_up, 2, F, &S->a_hp, S->gu, 2 * (int64_t)F, T);
     EM_PAR_FOR(T, c, (P * F + EW_CHUNK - 1) / EW_CHUNK) {

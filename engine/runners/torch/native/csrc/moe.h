@@ -33,9 +33,10 @@ typedef struct {
     int32_t *expert_row;   /* (E,) planning scratch */
     int32_t n_active;      /* slots in use this layer */
     float *logits;         /* (N, E) router logits */
-    float *hp, *gu, *yp;   /* (P, hidden), (P, 2 ffn), (P, hidden) */
-    em_act a_h;            /* the tokens' float rows for the router */
-    em_act a_hp;           /* hp rounded for gate and up */
+    float *hp;             /* (P, hidden) the pairs' float rows, for float gate/up; or NULL */
+    float *gu, *yp;        /* (P, 2 ffn), (P, hidden) */
+    em_act a_h;            /* the tokens' rows rounded for gate and up (x: the caller's h) */
+    em_act a_hp;           /* a_h's rows in pair order (codes only) */
     em_act a_act;          /* act(gate) * up (gu's first half) rounded for down */
 } em_moe_scratch;
 
@@ -46,13 +47,13 @@ void em_moe_scratch_free(em_moe_scratch *S);
 /* need[0..1]: q8_0 / q8_K for gate and up; need[2..3]: for down (ORed in) */
 void em_moe_needs(const em_moe *M, int need[4]);
 
-/* y (N, hidden) = the routed FFN of h (N, hidden): 9 phases of the caller's team */
+/* y (N, hidden) = the routed FFN of h (N, hidden): EM_MOE_PHASES phases of the caller's team */
 void em_moe_rows(const em_moe *M, const float *h, float *y, em_moe_scratch *S, em_team *T);
 
 /* exported: the same for a prefill-sized batch on n_threads OpenMP threads; -1 out of memory */
 int em_moe_forward(const em_moe *M, const float *x, int32_t n_tokens, float *y,
                    int32_t n_threads);
 
-#define EM_MOE_PHASES 9
+#define EM_MOE_PHASES 8
 
 #endif

@@ -21,8 +21,9 @@ from .test_kernels import reference_weights, rounded_activations
 
 T = GGMLQuantizationType
 E, K, HIDDEN, WIDTH = 8, 2, 256, 256
-# (gate/up type, down type): Qwen3-MoE Q4_K_M files mix Q4_K and Q6_K; the 32-blocks and F16
-TYPE_PAIRS = [(T.Q4_K, T.Q6_K), (T.Q8_0, T.Q4_0), (T.Q5_K, T.F16)]
+# (gate/up type, down type): Qwen3-MoE Q4_K_M files mix Q4_K and Q6_K; the 32-blocks, and float
+# weights (which read the float activations, not their 8-bit codes)
+TYPE_PAIRS = [(T.Q4_K, T.Q6_K), (T.Q8_0, T.Q4_0), (T.Q5_K, T.F16), (T.F16, T.Q8_0)]
 
 
 class Layer:
