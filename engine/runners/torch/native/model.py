@@ -17,6 +17,7 @@ import torch
 from ember.engine.errors import EngineError
 from ember.engine.runners.torch.native import structs as S
 from ember.engine.runners.torch.native.kernels import NativeLinear, float_ptr
+from ember.engine.runners.torch.ropes import temperature_at
 
 if TYPE_CHECKING:
     from ember.engine.runners.base import SeqStep
@@ -57,7 +58,7 @@ class NativeModel:
             if w.qk_norm is not None:
                 qk = w.qk_norm.weight  # (H + Hkv, D): rows 0 and H are the q and k weights
                 d.q_norm, d.k_norm = float_ptr(qk[0]), float_ptr(qk[cfg.n_heads])
-            d.rope = 1 if layer.sliding else 0
+            d.rope = (1 if layer.sliding else 0) if cfg.uses_rope(i) else -1  # -1: NoPE
             d.window = int(cfg.sliding_window or 0) if layer.sliding else 0
         m = self.desc = S.EmModel()
         m.n_layers, m.hidden, m.n_heads = cfg.n_layers, cfg.hidden_size, cfg.n_heads
@@ -73,6 +74,7 @@ class NativeModel:
         m.embed_scale, m.embed = cfg.embed_scale, embed
         m.head, m.out_norm = _linear(model.head).desc, float_ptr(model.norm.weight)
         m.layers = C.cast(self.layers, C.POINTER(S.EmLayer))
+        m.rope_dim = cfg.rope_dim
         self.kv: KVStore | None = None
 
     def bind_kv(self, kv: KVStore) -> None:
@@ -131,6 +133,10 @@ class NativeModel:
         tables = _rope_tables(ropes, pos_a)
         for i, (inv_freq, factor) in enumerate(tables):
             s.inv_freq[i], s.rope_factor[i] = float_ptr(inv_freq), factor
+        q_scale = None
+        if self.cfg.attn_temperature is not None:  # mistral3's query temperature by position
+            q_scale = np.asarray([temperature_at(self.cfg, p) for p in pos], dtype=np.float32)
+            s.q_scale = q_scale.ctypes.data_as(S.F32P)
         logits = np.empty((len(rows), self.cfg.vocab_size), dtype=np.float32)
         if self.lib.em_forward(C.byref(self.desc), C.byref(s), logits.ctypes.data) != 0:
             raise MemoryError("native forward: out of memory")

@@ -3,7 +3,8 @@
  * Work is shared dynamically (team.h), so a thread the OS deschedules stalls no barrier.
  *
  * Per layer (pre-norm; Gemma's sandwich norms and q/k norms where the model has them):
- *   h = norm(x); q|k|v = W_qkv h; q, k = rope(norm_head(q, k)); store k, v at the token slots;
+ *   h = norm(x); q|k|v = W_qkv h; q, k = rope(norm_head(q, k)) over the first rope_dim dims
+ *   (none on a NoPE layer), q *= q_scale[t] (a temperature); store k, v at the token slots;
  *   a = softmax(q k^T * scale [soft-capped]) v over the cache; o = W_o a [post-norm]; x += o;
  *   h = norm(x); g|u = W_gate_up h; y = W_down (act(g) * u) [post-norm]; x += y.
  * Then logits = W_head norm(x) [soft-capped] for the requested rows.
@@ -27,7 +28,8 @@ static void rmsnorm(const float *x, const float *w, int32_t n, float eps, float 
     for (int32_t i = 0; i < n; i++) y[i] = x[i] * r * w[i];
 }
 
-/* NeoX (half-split) rotation of one head with a (cos, sin) table of d/2 pairs */
+/* NeoX (half-split) rotation of a head's first d dims with a (cos, sin) table of d/2 pairs;
+ * the dims past d (partial rotary) stay as they are */
 static void rope(float *x, const float *cs, int32_t d) {
     const int32_t half = d / 2;
     for (int32_t i = 0; i < half; i++) {
@@ -123,7 +125,9 @@ static void qk_rope_store(const em_model *m, const em_layer *L, const em_step *s
         float *v = B->qkv + t * stride + (int64_t)hd * D;
         const float *w = hd < nh ? L->q_norm : L->k_norm;
         if (w) rmsnorm(v, w, D, m->norm_eps, v);
-        rope(v, B->cs + ((int64_t)L->rope * s->n_tokens + t) * D, D);
+        if (L->rope >= 0) rope(v, B->cs + ((int64_t)L->rope * s->n_tokens + t) * D, m->rope_dim);
+        if (hd < nh && s->q_scale)
+            for (int32_t j = 0; j < D; j++) v[j] *= s->q_scale[t];
         if (hd >= nh) {
             const int64_t row = s->slots[t] * nkv + (hd - nh);
             em_kv_store(L->k_pool, L->k_scale, m->kv_type, row, D, v);
@@ -242,7 +246,7 @@ static void step_task(void *arg, int32_t tid) {
     EM_PAR_FOR(T, i, 2 * (int64_t)N) { /* (cos, sin) pairs per RoPE table and token */
         const int32_t r = (int32_t)(i / N), t = (int32_t)(i % N);
         const float pos = (float)s->positions[t], f = s->rope_factor[r];
-        for (int32_t j = 0; j < D / 2; j++) {
+        for (int32_t j = 0; j < m->rope_dim / 2; j++) {
             const float a = pos * s->inv_freq[r][j];
             B->cs[i * D + 2 * j] = cosf(a) * f;
             B->cs[i * D + 2 * j + 1] = sinf(a) * f;
