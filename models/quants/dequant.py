@@ -25,6 +25,7 @@ from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 from ember.models.errors import ModelFileError
 from ember.models.quants import k_quants as k
 from ember.models.quants import legacy
+from ember.models.quants.mxfp4 import dequant_mxfp4
 
 T = GGMLQuantizationType
 BlockFn = Callable[[torch.Tensor], torch.Tensor]
@@ -60,6 +61,7 @@ DEQUANTIZERS: dict[GGMLQuantizationType, BlockFn] = {
     T.Q5_K: k.dequant_q5_k,
     T.Q6_K: k.dequant_q6_k,
     T.IQ4_XS: k.dequant_iq4_xs,
+    T.MXFP4: dequant_mxfp4,
 }
 
 SUPPORTED_TYPES: tuple[GGMLQuantizationType, ...] = tuple(DEQUANTIZERS)

@@ -32,6 +32,7 @@ from gguf import GGMLQuantizationType
 
 from ember.models.quants import k_quants as k
 from ember.models.quants import legacy
+from ember.models.quants.mxfp4 import affine_mxfp4
 
 GROUP_SIZE = 32
 FIT_ITERATIONS = 3  # the squared error is within 1% of its limit after 3 (measured)
@@ -90,11 +91,14 @@ def to_int4(w: torch.Tensor, a: torch.Tensor, b: torch.Tensor, dtype: torch.dtyp
 #   lo: q = l,     scale a,    zero z_lo  -> a l - 8 a + z_lo,  z_lo = b - 16 a (c - 8) + 8 a
 # c keeps z_lo a small exact multiple of a where b is one: Q5_0 (b = -16 a, c = 8): z_lo = -8 a;
 # Q8_0 (b = -128 a, c = 0): z_lo = 8 a. So in bf16 only a's rounding remains: w' = bf16(a) q.
+# MXFP4 (u = kvalue + 12 in 0..24, b = -12 a, c = 8): z_lo = -4 a, and a is a power of two, so
+# nothing rounds at all.
 EXACT_WIDE: dict[GGMLQuantizationType, tuple[AffineFn, int]] = {
     T.Q5_0: (legacy.affine_q5_0, 8),
     T.Q5_1: (legacy.affine_q5_1, 8),
     T.Q5_K: (k.affine_q5_k, 8),
     T.Q8_0: (legacy.affine_q8_0, 0),
+    T.MXFP4: (affine_mxfp4, 8),
 }
 
 

@@ -7,15 +7,19 @@ Names are GGUF's (`blk.0.attn_q.weight`); the arch modules map HF names onto the
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from ember.models.errors import ModelFileError
+
 # GGML type ids (gguf.GGMLQuantizationType values) grouped by the packed form they map to
 F32, F16, BF16 = 0, 1, 30
 INT4_SOURCES = frozenset({2, 3, 10, 11, 12, 20, 23})  # Q4_0 Q4_1 Q2_K Q3_K Q4_K IQ4_NL IQ4_XS
-INT8_SOURCES = frozenset({6, 7, 8, 9, 13, 14, 15})  # Q5_0 Q5_1 Q8_0 Q8_1 Q5_K Q6_K Q8_K
+# Q5_0 Q5_1 Q8_0 Q8_1 Q5_K Q6_K Q8_K, and MXFP4 (its doubled E2M1 codes span -12..12)
+INT8_SOURCES = frozenset({6, 7, 8, 9, 13, 14, 15, 39})
 
 
 @dataclass
@@ -47,9 +51,10 @@ class WeightTensor:
 
     def to_float(self) -> torch.Tensor:
         """The whole tensor dequantized to float32."""
-        if self.load is not None:
-            return self.load().float().reshape(self.shape)
-        return _dequantize(self.raw, self.qtype, self.shape)
+        with naming(self.name):
+            if self.load is not None:
+                return self.load().float().reshape(self.shape)
+            return _dequantize(self.raw, self.qtype, self.shape)
 
     def row_chunks(self, chunk_rows: int) -> Iterator[torch.Tensor]:
         """The tensor as float32 (rows, cols) chunks of chunk_rows rows (bounded temporaries)."""
@@ -60,15 +65,29 @@ class WeightTensor:
         row_bytes = self.raw.size // rows
         for start in range(0, rows, chunk_rows):
             stop = min(rows, start + chunk_rows)
-            yield _dequantize(
-                self.raw[start * row_bytes : stop * row_bytes], self.qtype, (stop - start, cols)
-            )
+            with naming(self.name):
+                chunk = self.raw[start * row_bytes : stop * row_bytes]
+                out = _dequantize(chunk, self.qtype, (stop - start, cols))
+            yield out
 
     def rows(self, ids: torch.Tensor) -> torch.Tensor:
         """float32 rows `ids` of a (rows, cols) tensor, reading only those rows."""
-        if self.load is not None:
-            return self.load().index_select(0, ids).float()
-        return _dequantize_rows(self.raw, self.qtype, self.shape, ids)
+        with naming(self.name):
+            if self.load is not None:
+                return self.load().index_select(0, ids).float()
+            return _dequantize_rows(self.raw, self.qtype, self.shape, ids)
+
+
+@contextmanager
+def naming(name: str) -> Iterator[None]:
+    """A ModelFileError raised while reading tensor `name` (an MXFP4 block's bad scale, say)
+    says which tensor, once."""
+    try:
+        yield
+    except ModelFileError as err:
+        if str(err).startswith(f"{name}: "):
+            raise
+        raise ModelFileError(f"{name}: {err}") from None
 
 
 def _dequantize(raw: Any, qtype: int, shape: tuple[int, ...]) -> torch.Tensor:

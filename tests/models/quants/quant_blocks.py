@@ -26,6 +26,7 @@ FP16_OFFSETS: dict[GGMLQuantizationType, tuple[int, ...]] = {
     T.Q6_K: (208,),
     T.IQ4_XS: (0,),
 }
+SCALE_BYTES: dict[GGMLQuantizationType, int] = {T.MXFP4: 0}  # E8M0 scale byte offsets
 
 
 def random_tensor(
@@ -43,9 +44,13 @@ def random_tensor(
     block_elements, block_bytes = GGML_QUANT_SIZES[qtype]
     n_blocks = rows * cols // block_elements
     blocks = rng.integers(0, 256, (n_blocks, block_bytes), dtype=np.uint8)
-    for offset in FP16_OFFSETS[qtype]:
+    for offset in FP16_OFFSETS.get(qtype, ()):
         values = (rng.standard_normal(n_blocks) * scale).astype(np.float16)
         blocks[:, offset : offset + 2] = values.view(np.uint8).reshape(n_blocks, 2)
+    if qtype in SCALE_BYTES:  # powers of two around 2^-8 (e = 120), denormal-small ones too
+        e = rng.integers(112, 128, n_blocks, dtype=np.uint8)
+        e[:2] = (0, 1)  # ggml's two denormal scales
+        blocks[:, SCALE_BYTES[qtype]] = e
     return blocks.reshape(rows, -1)
 
 

@@ -16,7 +16,7 @@ from ember.engine.runners.torch.layers.pack import (
     quantize_int8,
     quantize_int8g,
 )
-from ember.engine.runners.torch.weights import BF16, F16, F32, WeightTensor
+from ember.engine.runners.torch.weights import BF16, F16, F32, WeightTensor, naming
 
 if TYPE_CHECKING:
     from gguf import GGMLQuantizationType
@@ -64,7 +64,8 @@ def _exact_int4(t: WeightTensor, start: int, stop: int) -> Int4Codes:
     from ember.models.quants.int4 import EXACT_AFFINE
 
     qtype, blocks = _gguf_blocks(t, start, stop)
-    q, a, b = EXACT_AFFINE[qtype](blocks)
+    with naming(t.name):
+        q, a, b = EXACT_AFFINE[qtype](blocks)
     groups = a.reshape(-1, 1) * q.reshape(-1, INT4_GROUP).float() + b.reshape(-1, 1)
     return _codes(
         groups, a.reshape(-1, 1).float(), b.reshape(-1, 1).float(), stop - start, t.shape[1]
@@ -78,7 +79,8 @@ def _exact_int8g(t: WeightTensor, start: int, stop: int) -> Int4Codes:
     from ember.models.quants.int4 import int4x2_groups
 
     qtype, blocks = _gguf_blocks(t, start, stop)
-    hi, lo = int4x2_groups(qtype, blocks, DEQUANTIZERS[qtype], torch.float32)
+    with naming(t.name):  # MXFP4: a block's bad scale says which tensor
+        hi, lo = int4x2_groups(qtype, blocks, DEQUANTIZERS[qtype], torch.float32)
     rows, groups = stop - start, t.shape[1] // INT4_GROUP
 
     def codes(part: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> Int4Codes:
