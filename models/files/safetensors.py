@@ -154,8 +154,9 @@ class SafetensorsModel:
                 f"(supported: {', '.join(SUPPORTED_ARCHS)})"
             )
         quant = self.config.get("quantization_config")
-        if quant is not None:  # e.g. Ministral 3's FP8 weights need their scales applied
-            method = quant.get("quant_method", "quantized") if isinstance(quant, dict) else "?"
+        method = quant.get("quant_method", "quantized") if isinstance(quant, dict) else "?"
+        mxfp4 = method == "mxfp4" and self.architecture == "gpt-oss"  # the experts' *_blocks
+        if quant is not None and not mxfp4:  # e.g. Ministral 3's FP8 weights need their scales
             raise ModelFileError(
                 f"{self.folder.name}/config.json: quantization_config: {method} checkpoints "
                 "are not supported by the torch runner (use a bf16/fp16/fp32 checkpoint or GGUF)"
@@ -188,6 +189,13 @@ class SafetensorsModel:
 
     def tensor(self, name: str) -> torch.Tensor:
         """One tensor, memory-mapped by safetensors (CPU, the checkpoint's dtype)."""
+        return self._handle(name).get_tensor(name)
+
+    def tensor_row(self, name: str, index: int) -> torch.Tensor:
+        """tensor(name)[index], reading only that slice (one expert of a stacked tensor)."""
+        return self._handle(name).get_slice(name)[index]
+
+    def _handle(self, name: str) -> Any:
         entry = self.entries.get(name)
         if entry is None:
             raise ModelFileError(f"{self.folder.name}: no tensor {name}")
@@ -200,7 +208,7 @@ class SafetensorsModel:
             except Exception as exc:  # the library's own checks: report, don't crash
                 raise ModelFileError(f"{entry.shard.name}: {exc}") from None
             self._handles[entry.shard] = handle
-        return handle.get_tensor(name)
+        return handle
 
 
 def optional_json(path: Path) -> dict[str, Any]:

@@ -32,6 +32,7 @@ class Family:
     act: str = "silu"
     tie: bool = False
     reads_attention_bias: bool = False  # attention_bias adds q/k/v/o biases
+    attention_bias: bool = False  # its default (gpt-oss: True)
     reads_mlp_bias: bool = False
     sizes: dict[str, int] = field(default_factory=dict)
     multimodal: bool = False  # the text model's config is in text_config
@@ -41,6 +42,7 @@ class Family:
     final_softcap: float | None = None  # final_logit_softcapping (gemma2: 30)
     nope: bool = False  # no_rope_layers / no_rope_layer_interval (smollm3)
     norm_offset: float = 0.0  # RMSNorm's (offset + w): gemma's checkpoints store w - 1
+    rope_scaling: dict[str, object] = field(default_factory=dict)  # when the config has none
 
 
 _GEMMA3_TEXT_SIZES = {
@@ -49,6 +51,16 @@ _GEMMA3_TEXT_SIZES = {
     "intermediate_size": 9216,
     "num_hidden_layers": 26,
     "num_attention_heads": 8,
+}
+
+# GptOssConfig's rope_parameters when a config gives none: YaRN x32 over 4096 tokens, untruncated
+_GPTOSS_YARN: dict[str, object] = {
+    "rope_type": "yarn",
+    "factor": 32.0,
+    "beta_fast": 32.0,
+    "beta_slow": 1.0,
+    "truncate": False,
+    "original_max_position_embeddings": 4096,
 }
 
 FAMILIES: dict[str, Family] = {
@@ -122,6 +134,21 @@ FAMILIES: dict[str, Family] = {
     ),
     "ministral3": Family("mistral3", 262_144, rope_theta=1_000_000.0, head_dim=128, kv_heads=8),
     "mistral3": Family("mistral3", 262_144, multimodal=True, text_family="ministral3"),
+    # gpt-oss: layer_types slide every other layer (128 tokens); experts as wide as the FFN
+    "gpt_oss": Family(
+        "gpt-oss",
+        131_072,
+        rope_theta=150_000.0,
+        head_dim=64,
+        kv_heads=8,
+        sliding="pattern",
+        sliding_window=128,
+        sliding_pattern=2,
+        reads_attention_bias=True,
+        attention_bias=True,
+        moe=True,
+        rope_scaling=_GPTOSS_YARN,
+    ),
 }
 
 # HF model classes -> FAMILIES key
@@ -138,4 +165,5 @@ ARCH_BY_CLASS: dict[str, str] = {
     "SmolLM3ForCausalLM": "smollm3",
     "Ministral3ForCausalLM": "ministral3",
     "Mistral3ForConditionalGeneration": "mistral3",
+    "GptOssForCausalLM": "gpt_oss",
 }

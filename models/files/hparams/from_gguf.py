@@ -7,7 +7,9 @@ means no scaling; the old key rope.scale_linear stands in for rope.scaling.facto
 family hard-codes (families.py of llama.cpp's src/models) is in _FAMILY below: gemma3's 10000
 base on sliding layers and every 6th layer global; gemma2's every 2nd layer global, 4096-token
 window, soft-caps of 50 and 30 and tied head; smollm3's RoPE-less 4th layers; phi3's disabled
-sliding window and its LongRoPE factors (tensors rope_factors_long/short, chosen by context).
+sliding window and its LongRoPE factors (tensors rope_factors_long/short, chosen by context);
+gpt-oss's every 2nd layer global, top-k-then-softmax routing and clamped SwiGLU (alpha 1.702,
+limit 7: llama.cpp's LLM_FFN_SWIGLU_OAI_MOE constants, no metadata key holds them).
 Every key is read through Fields: a wrong type or range is one ModelFileError naming the file
 and the key.
 """
@@ -34,6 +36,9 @@ INTERLEAVED_ROPE = ("llama", "smollm3", "mistral3")  # llama.cpp's LLAMA_ROPE_TY
 SMOLLM3_NOPE_INTERVAL = 4  # llama.cpp: every 4th smollm3 layer has no RoPE
 GEMMA2_WINDOW, GEMMA2_PATTERN = 4096, 2  # llama.cpp's gemma2 defaults
 GEMMA2_SOFTCAPS = (50.0, 30.0)  # attention, final logits (llama_hparams defaults)
+GPTOSS_PATTERN = 2  # llama.cpp: set_swa_pattern(2), layers 0, 2, 4... slide
+GPTOSS_SWIGLU = (1.702, 7.0)  # alpha, limit
+_ACTIVATION = {"gpt-oss": "swiglu_oai"}
 
 
 class _Meta(Fields):
@@ -96,7 +101,12 @@ def _swa_pattern(m: _Meta, n_layers: int) -> int | None:
     key = m.key("attention.sliding_window_pattern")
     value = m.raw(key)
     if value is None:
-        return {"gemma3": GEMMA3_SWA_PATTERN, "gemma2": GEMMA2_PATTERN}.get(m.arch)
+        patterns = {
+            "gemma3": GEMMA3_SWA_PATTERN,
+            "gemma2": GEMMA2_PATTERN,
+            "gpt-oss": GPTOSS_PATTERN,
+        }
+        return patterns.get(m.arch)
     if not isinstance(value, list):
         return m.integer(key, lo=1, hi=MAX_LAYERS)
     if len(value) != n_layers:
@@ -176,11 +186,26 @@ def _experts(m: _Meta) -> dict[str, object]:
     used = m.integer(m.key("expert_used_count"), lo=1, hi=MAX_DIM)
     if used > n_experts:
         raise m.error(m.key("expert_used_count"), f"{used} is more than expert_count {n_experts}")
+    gptoss = m.arch == "gpt-oss"  # top-k logits, then a softmax over them: already sum to 1
     return {
         "n_experts": n_experts,
         "n_experts_used": used,
         "expert_ffn_size": m.size("expert_feed_forward_length"),
-        "norm_topk_prob": True,
+        "norm_topk_prob": not gptoss,
+        "moe_routing": "topk_softmax" if gptoss else "softmax_topk",
+    }
+
+
+def _gptoss(m: _Meta, shapes: dict[str, tuple[int, ...]]) -> dict[str, object]:
+    """gpt-oss's learned sinks, expert biases and clamped SwiGLU (from the tensors present)."""
+    if m.arch != "gpt-oss":
+        return {}
+    alpha, limit = GPTOSS_SWIGLU
+    return {
+        "attn_sinks": "blk.0.attn_sinks.weight" in shapes,
+        "expert_bias": "blk.0.ffn_gate_exps.bias" in shapes,
+        "swiglu_alpha": alpha,
+        "swiglu_limit": limit,
     }
 
 
@@ -233,9 +258,10 @@ def from_gguf(
         mlp_bias=any(f"blk.0.ffn_{n}.bias" in shapes for n in ("gate", "up", "down")),
         qk_norm="blk.0.attn_q_norm.weight" in shapes,
         query_pre_attn_scalar=_query_scalar(m, hidden, n_heads, n_layers),
-        hidden_act="gelu_tanh" if arch.startswith("gemma") else "silu",
+        hidden_act=_ACTIVATION.get(arch, "gelu_tanh" if arch.startswith("gemma") else "silu"),
         norm_weight_offset=0.0,
         rope_interleaved=arch in INTERLEAVED_ROPE,
         **_rotary(m, head_dim, context),
         **_experts(m),
+        **_gptoss(m, shapes),
     )

@@ -1,5 +1,5 @@
 """ModelHParams from a Hugging Face config.json (llama, mistral, qwen2, qwen3, qwen3_moe, gemma3,
-phi3, gemma2, smollm3, ministral3 / mistral3).
+phi3, gemma2, smollm3, ministral3 / mistral3, gpt_oss).
 
 Reads both config generations: transformers 4.x (`rope_theta`, `rope_scaling`,
 `rope_local_base_freq`, `sliding_window_pattern`) and 5.x (`rope_parameters`, per layer type for
@@ -131,24 +131,40 @@ def _sizes(f: Fields, fam: Family) -> dict[str, int]:
 
 
 def _experts(f: Fields, fam: Family) -> dict[str, Any]:
-    """qwen3_moe's expert fields (transformers' defaults); only layouts where every layer is a
-    MoE layer are supported (decoder_sparse_step 1, no mlp_only_layers): the name says why."""
+    """qwen3_moe's and gpt_oss's expert fields (transformers' defaults); only layouts where
+    every layer is a MoE layer are supported (decoder_sparse_step 1, no mlp_only_layers): the
+    name says why. gpt-oss's experts are intermediate_size wide and routed top-k-then-softmax."""
     if not fam.moe:
         return {}
     if f.integer("decoder_sparse_step", 1, lo=1, hi=MAX_LAYERS) != 1:
         raise f.error("decoder_sparse_step", "dense layers between MoE layers are not supported")
     if f.array("mlp_only_layers"):
         raise f.error("mlp_only_layers", "dense layers between MoE layers are not supported")
+    gptoss = fam.arch == "gpt-oss"
     count_key = "num_experts" if f.has("num_experts") else "num_local_experts"  # 5.x saves the 2nd
     n_experts = f.integer(count_key, 128, lo=1, hi=MAX_DIM)
-    used = f.integer("num_experts_per_tok", 8, lo=1, hi=MAX_DIM)
+    used = f.integer("num_experts_per_tok", 4 if gptoss else 8, lo=1, hi=MAX_DIM)
     if used > n_experts:
         raise f.error("num_experts_per_tok", f"{used} is more than {count_key} {n_experts}")
+    width_key, width = ("intermediate_size", REQUIRED) if gptoss else ("moe_intermediate_size", 768)
     return {
         "n_experts": n_experts,
         "n_experts_used": used,
-        "expert_ffn_size": f.integer("moe_intermediate_size", 768, lo=1, hi=MAX_DIM),
-        "norm_topk_prob": f.boolean("norm_topk_prob", False),
+        "expert_ffn_size": f.integer(width_key, width, lo=1, hi=MAX_DIM),
+        "norm_topk_prob": not gptoss and f.boolean("norm_topk_prob", False),
+        "moe_routing": "topk_softmax" if gptoss else "softmax_topk",
+    }
+
+
+def _gptoss(f: Fields, fam: Family) -> dict[str, Any]:
+    """gpt-oss's learned sinks, expert biases and clamped SwiGLU (GptOssConfig's defaults)."""
+    if fam.arch != "gpt-oss":
+        return {}
+    return {
+        "attn_sinks": True,
+        "expert_bias": True,
+        "swiglu_alpha": f.number("swiglu_alpha", 1.702, positive=True, hi=1e3),
+        "swiglu_limit": f.number("swiglu_limit", 7.0, positive=True, hi=1e9),
     }
 
 
@@ -167,7 +183,7 @@ def from_hf_config(config: dict[str, Any], source: str = "config.json") -> Model
     theta, scaling, local_theta, rope = rope_fields(f, fam, context)
     window, pattern = _sliding(f, fam, sizes["n_layers"])
     act_key = "hidden_activation" if fam.arch in ("gemma2", "gemma3") else "hidden_act"
-    attention_bias = fam.reads_attention_bias and f.boolean("attention_bias", False)
+    attention_bias = fam.reads_attention_bias and f.boolean("attention_bias", fam.attention_bias)
     tied = f.boolean("tie_word_embeddings", fam.tie)
     return built(
         source,
@@ -194,9 +210,16 @@ def from_hf_config(config: dict[str, Any], source: str = "config.json") -> Model
         query_pre_attn_scalar=f.opt_number(
             "query_pre_attn_scalar", fam.query_pre_attn_scalar, positive=True, hi=1e9
         ),
-        hidden_act=_ACT[f.string(act_key, fam.act, choices=tuple(_ACT))],
+        hidden_act=_activation(f, fam, act_key),
         norm_weight_offset=fam.norm_offset,
         rope_interleaved=False,
         **rotary_fields(f, rope, fam, sizes, scaling),
         **_experts(f, fam),
+        **_gptoss(f, fam),
     )
+
+
+def _activation(f: Fields, fam: Family, key: str) -> str:
+    if fam.arch == "gpt-oss":  # GptOssExperts ignores hidden_act: its SwiGLU is fixed
+        return "swiglu_oai"
+    return _ACT[f.string(key, fam.act, choices=tuple(_ACT))]

@@ -63,6 +63,7 @@ def _scaling(f: Fields | None, context_length: int, original: int | None) -> Rop
         ),
         long_factor=_factor_list(f, "long_factor") if longrope else (),
         short_factor=_factor_list(f, "short_factor") if longrope else (),
+        truncate=f.boolean("truncate", True) if kind == "yarn" else True,
     )
 
 
@@ -91,6 +92,8 @@ def rope_fields(
     if local is not None and local_theta is not None:  # only gemma3 rotates sliding layers apart
         local_theta = local.number(local_key, local_theta, lo=1.0, hi=MAX_ROPE_THETA)
     original = f.opt_integer("original_max_position_embeddings", lo=1, hi=MAX_CONTEXT)
+    if scaling is None and fam.rope_scaling:  # gpt-oss: its config class's YaRN
+        scaling = Fields(fam.rope_scaling, f.source, "rope_scaling.")
     return theta, _scaling(scaling, context, original), local_theta, full
 
 

@@ -33,6 +33,12 @@ Conventions the runners rely on:
   router picks n_experts_used per token (softmax over all experts, then top-k); with
   norm_topk_prob the chosen weights are renormalised to sum to 1 (llama.cpp always does for
   qwen3moe). Dense architectures leave the four fields at 0 / False.
+- gpt-oss (GPT_OSS): learned attention sinks (attn_sinks: one extra softmax logit per head, a
+  term of the model, nothing to do with StreamingLLM's kept tokens), biases on q/k/v/o, the
+  router and every expert's projections (expert_bias), routing by moe_routing "topk_softmax"
+  (the k largest router logits, then a softmax over those k; qwen3moe's "softmax_topk" is a
+  softmax over all E, then the top k) and hidden_act "swiglu_oai": the experts' clamped SwiGLU
+  (gate clamped above and up to +-swiglu_limit, gate * sigmoid(swiglu_alpha gate) * (up + 1)).
 - GGUF llama-3.1-style scaling arrives as a `rope_freqs.weight` tensor (head_dim/2 frequency
   divisors) rather than metadata, so rope_scaling reads "none" there: use the tensor when present.
 """
@@ -47,8 +53,10 @@ from ember.models.files.hparams.rope import RopeScaling
 
 SUPPORTED_ARCHS: tuple[str, ...] = ("llama", "qwen2", "qwen3", "gemma3", "qwen3moe")
 SUPPORTED_ARCHS += ("phi3", "gemma2", "smollm3", "mistral3")  # dense families of issue 24
-MOE_ARCHS: tuple[str, ...] = ("qwen3moe",)  # every layer's FFN is a routed mixture of experts
-ACTIVATIONS: tuple[str, ...] = ("silu", "gelu_tanh")
+SUPPORTED_ARCHS += ("gpt-oss",)
+MOE_ARCHS: tuple[str, ...] = ("qwen3moe", "gpt-oss")  # every layer's FFN is routed experts
+ACTIVATIONS: tuple[str, ...] = ("silu", "gelu_tanh", "swiglu_oai")
+MOE_ROUTINGS: tuple[str, ...] = ("softmax_topk", "topk_softmax")
 
 
 _POSITIVE_INTS = (
@@ -107,6 +115,11 @@ class ModelHParams:
     nope_layer_interval: int | None = None  # every Nth layer has no RoPE (smollm3: 4)
     attn_temperature_scale: float | None = None  # mistral3: query temperature by position
     attn_temperature_length: int | None = None  # its floor divisor (the original context)
+    attn_sinks: bool = False  # gpt-oss: a learned sink logit per head (blk.N.attn_sinks)
+    moe_routing: str = "softmax_topk"  # | "topk_softmax" (gpt-oss)
+    expert_bias: bool = False  # the experts' gate, up and down projections have biases
+    swiglu_alpha: float | None = None  # swiglu_oai only: the sigmoid's gain (1.702)
+    swiglu_limit: float | None = None  # swiglu_oai only: the clamp (7.0)
 
     def __post_init__(self) -> None:
         if not self.architecture:
@@ -158,6 +171,19 @@ class ModelHParams:
             raise ModelFileError("norm_weight_offset: must be 0.0 or 1.0")
         self._check_rope()
         self._check_experts()
+        self._check_swiglu()
+
+    def _check_swiglu(self) -> None:
+        """swiglu_oai needs its gain and clamp; other activations take neither."""
+        oai = self.hidden_act == "swiglu_oai"
+        for name in ("swiglu_alpha", "swiglu_limit"):
+            value = getattr(self, name)
+            if oai and value is None:
+                raise ModelFileError(f"{name}: swiglu_oai needs it")
+            if value is not None:
+                if not oai:
+                    raise ModelFileError(f"{name}: only for swiglu_oai, not {self.hidden_act}")
+                _check_positive_float(name, value)
 
     def _check_rope(self) -> None:
         """Partial rotary dims, NoPE layers and the query temperature, each within range."""
@@ -196,8 +222,10 @@ class ModelHParams:
                 raise ModelFileError(f"{name}: must be a non-negative integer, got {value!r}")
             if value > MAX_DIM:
                 raise ModelFileError(f"{name}: {value} is implausibly large")
+        if self.moe_routing not in MOE_ROUTINGS:
+            raise ModelFileError(f"moe_routing: {self.moe_routing!r} is not one of {MOE_ROUTINGS}")
         if not self.is_moe:
-            if any(getattr(self, name) for name in counts):
+            if any(getattr(self, name) for name in counts) or self.expert_bias:
                 raise ModelFileError(f"n_experts: {self.architecture} is not a mixture of experts")
             return
         for name in counts:

@@ -11,6 +11,7 @@ One description for both file formats, validated at construction (ModelFileError
   (0.1 mscale ln f + 1) / (0.1 mscale_all_dim ln f + 1); longrope sqrt(1 + ln f / ln original).
 - attn_multiplier is GGUF's rope.scaling.attn_factor: llama.cpp multiplies cos and sin by it on
   top of the kind's own factor (Phi-3's converter stores its LongRoPE factor there).
+- truncate (yarn): whether the ramp's ends are rounded to whole dimensions (below).
 - long_factor / short_factor come from a Hugging Face config; GGUF files keep the same numbers
   as the rope_factors_long / rope_factors_short tensors instead, so they are empty there.
 """
@@ -54,6 +55,10 @@ class RopeScaling:
     long_factor: tuple[float, ...] = ()
     short_factor: tuple[float, ...] = ()
     attn_multiplier: float = 1.0  # GGUF rope.scaling.attn_factor (llama.cpp's rope_attn_factor)
+    # yarn: floor/ceil the ramp's correction range to whole dimensions (transformers' default and
+    # llama.cpp's only behaviour); gpt-oss's config says false, so its HF checkpoints keep the
+    # fractional range (a GGUF of it is computed as llama.cpp computes it: truncated)
+    truncate: bool = True
 
     def __post_init__(self) -> None:
         if self.kind not in ROPE_KINDS:

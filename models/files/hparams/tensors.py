@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from ember.models.errors import ModelFileError
+from ember.models.files.hparams import gptoss_tensors as gptoss
 from ember.models.files.hparams.hparams import ModelHParams
 
 
@@ -90,9 +91,12 @@ def _layer(hp: ModelHParams, i: int) -> dict[str, ExpectedTensor]:
         shapes |= {"attn_q_norm.weight": (hp.head_dim,), "attn_k_norm.weight": (hp.head_dim,)}
     if hp.architecture in SANDWICH_ARCHS:
         shapes |= {"post_attention_norm.weight": (hidden,), "post_ffw_norm.weight": (hidden,)}
+    if hp.architecture == gptoss.ARCH:  # its FFN pre-norm is named post_attention_norm
+        del shapes["ffn_norm.weight"]
+        shapes |= gptoss.layer_shapes(hp)
     out = {f"blk.{i}.{name}": ExpectedTensor(shape) for name, shape in shapes.items()}
-    if hp.is_moe:  # a router bias is optional (gpt-oss has one), but checked when present
-        out[f"blk.{i}.ffn_gate_inp.bias"] = ExpectedTensor((hp.n_experts,), required=False)
+    if hp.is_moe:  # a router bias (gpt-oss must have one) is checked when present
+        out.setdefault(f"blk.{i}.ffn_gate_inp.bias", ExpectedTensor((hp.n_experts,), False))
     return out
 
 
@@ -195,12 +199,22 @@ def hf_tensor_name(gguf_name: str, arch: str, names: HFNames = HFNames()) -> str
     top = names.top()
     if gguf_name in top:
         return top[gguf_name]
+    if arch == gptoss.ARCH:
+        return _hf_gptoss_name(gguf_name, names)
     match = _BLK.fullmatch(gguf_name)
     table = _hf_layer_table(arch)
     if match is None or match.group(2) not in table:
         raise KeyError(gguf_name)
     layer, part, kind = match.groups()
     return f"{names.prefix}layers.{layer}.{table[part]}.{kind}"
+
+
+def _hf_gptoss_name(gguf_name: str, names: HFNames) -> str:
+    match = _BLK.fullmatch(gguf_name)
+    name = None if match is None else gptoss.hf_name(match[2], match[3], match[1], names.prefix)
+    if name is None:
+        raise KeyError(gguf_name)
+    return name
 
 
 def hf_expert_names(gguf_name: str, n_experts: int, names: HFNames = HFNames()) -> list[str]:
@@ -220,6 +234,9 @@ def gguf_tensor_name(hf_name: str, arch: str, names: HFNames = HFNames()) -> str
             return gguf_name
     if not hf_name.startswith(names.prefix):
         return None
+    if arch == gptoss.ARCH:
+        layer_rest = re.fullmatch(r"layers\.(\d+)\.(.+)", hf_name[len(names.prefix) :])
+        return None if layer_rest is None else gptoss.gguf_name(*layer_rest.groups())
     match = _HF_BLK.fullmatch(hf_name[len(names.prefix) :])
     if match is None:
         return None
@@ -239,6 +256,12 @@ def check_tensor_shapes(
     for gguf_name, exp in _iter_expected(hp):  # lazily: fail at the first missing layer
         if hf_names is not None and gguf_name in ROPE_FACTOR_TENSORS:
             continue  # GGUF-only: a config.json holds these numbers (rope_scaling)
+        if hf_names is not None and hp.architecture == gptoss.ARCH:
+            match = _BLK.fullmatch(gguf_name)
+            if match is not None and match[2] in gptoss.EXPERT_STACKS:
+                if match[2] == gptoss.EXPERT_STACKS[0] and match[3] == "weight":  # once a layer
+                    gptoss.check_hf_experts(hp, int(match[1]), shapes, hf_names.prefix)
+                continue
         experts = hf_expert_names(gguf_name, hp.n_experts, hf_names) if hf_names else []
         if experts:
             _check_experts(experts, exp.shape[1:], shapes, hp.architecture)
