@@ -51,13 +51,30 @@ def native_ready(src: ModelSource) -> str:
 
     if src.kind != "gguf":
         return f"{src.path}: native kernels read GGUF files ({src.kind} runs on torch kernels)"
+    from ember.engine.runners.torch.experts import native_moe_ready
+
+    torch_moe = src.config.n_experts > 0 and not native_moe_ready(src.config)
     for name, t in src.tensors.items():
         if len(t.shape) not in (2, 3) or name.endswith("norm.weight"):
             continue  # 3-D: stacked experts, each expert a matrix of the same type
+        if len(t.shape) == 3 and torch_moe:
+            continue  # experts moe.c does not route: each on its own linear, native or torch's
         if name.startswith("rope_") or name.endswith("ffn_gate_inp.weight"):
             continue  # RoPE factors are vectors; routers run in float32 torch (experts.py)
         if t.qtype not in NATIVE_TYPES or t.shape[-1] % BLOCK_COLS.get(t.qtype, 1):
             return f"{name}: GGML type {t.qtype} has no native kernel"
+    return ""
+
+
+def native_step_ready(cfg: ModelConfig) -> str:
+    """'' when the one-call native decode step (native/model.py) computes this model, else why
+    not (then every step runs through the torch modules, on native linears where they exist)."""
+    from ember.engine.runners.torch.experts import native_moe_ready
+
+    if cfg.attn_sink_logits:
+        return f"{cfg.arch}: the native decode step has no attention sink logits"
+    if cfg.n_experts and not native_moe_ready(cfg):
+        return f"{cfg.arch}: the native decode step does not route its experts"
     return ""
 
 
@@ -157,7 +174,7 @@ class _Builder:
             attn_norm=self.norm(p + "attn_norm.weight"),
             qkv=self.linear(qkv, fmt, permute),
             o_proj=self.linear([p + "attn_output"], fmt),
-            ffn_norm=self.norm(p + "ffn_norm.weight"),
+            ffn_norm=self.norm(p + f"{self.src.spec.ffn_norm}.weight"),
             gate_up=None if moe else self.linear(gate_up, fmt),
             down=None if moe else self.linear([p + "ffn_down"], fmt),
         )
@@ -173,6 +190,9 @@ class _Builder:
         if cfg.sandwich_norms:
             w.post_attn_norm = self.norm(p + "post_attention_norm.weight")
             w.post_ffn_norm = self.norm(p + "post_ffw_norm.weight")
+        if cfg.attn_sink_logits:  # (H,) learned sink logits, float32 like llama.cpp's
+            sinks = self.tensor(p + "attn_sinks.weight").to_float()
+            w.attn_sink_logits = sinks.reshape(cfg.n_heads).to(self.opts.device)
         return DecoderLayer(i, cfg, w)
 
     def embedding(self) -> QEmbedding | DeviceEmbedding:

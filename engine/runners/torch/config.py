@@ -41,6 +41,7 @@ class RopeParams:
     mscale: float | None = None  # yarn: with mscale_all_dim, the default is their mscales' ratio
     mscale_all_dim: float | None = None
     attn_multiplier: float = 1.0  # cos/sin multiplied on top (GGUF rope.scaling.attn_factor)
+    truncate: bool = True  # yarn: the ramp's ends floored/ceiled (gpt-oss's HF config: False)
 
     def __post_init__(self) -> None:
         if self.kind not in ROPE_KINDS:
@@ -87,6 +88,14 @@ class ModelConfig:
     n_experts_used: int = 0  # experts chosen per token
     expert_ffn_size: int = 0  # one expert's hidden width
     norm_topk_prob: bool = False  # renormalise the chosen experts' weights to sum to 1
+    moe_routing: str = "softmax_topk"  # | "topk_softmax": softmax over the k largest logits
+    expert_bias: bool = False  # the experts' projections have biases (gpt-oss)
+    # gpt-oss: one learned logit per head joins each softmax of the attention (the "attention
+    # sink" of the model itself; StreamingLLM's sink tokens, kept in the cache by
+    # engine/streaming.py, are a different thing)
+    attn_sink_logits: bool = False
+    swiglu_alpha: float = 1.702  # swiglu_oai: gate * sigmoid(alpha gate) * (up + 1), clamped
+    swiglu_limit: float = 7.0
 
     def __post_init__(self) -> None:
         for name in ("n_layers", "hidden_size", "ffn_size", "n_heads", "n_kv_heads", "head_dim"):
@@ -106,7 +115,7 @@ class ModelConfig:
             raise EngineError(
                 f"{self.arch}: n_experts_used={self.n_experts_used} must be in 1..{self.n_experts}"
             )
-        if self.activation not in ("silu", "gelu_tanh"):
+        if self.activation not in ("silu", "gelu_tanh", "swiglu_oai"):
             raise EngineError(f"{self.arch}: activation {self.activation!r} is not supported")
 
     @property
@@ -160,6 +169,7 @@ def _rope(hp: ModelHParams) -> RopeParams:
         mscale=s.mscale,
         mscale_all_dim=s.mscale_all_dim,
         attn_multiplier=s.attn_multiplier,
+        truncate=s.truncate,
         **knobs,
     )
 
@@ -209,4 +219,14 @@ def model_config(hp: ModelHParams, spec: ArchSpec) -> ModelConfig:
         n_experts_used=hp.n_experts_used,
         expert_ffn_size=hp.expert_ffn_size,
         norm_topk_prob=hp.norm_topk_prob,
+        moe_routing=hp.moe_routing,
+        expert_bias=hp.expert_bias,
+        attn_sink_logits=hp.attn_sinks,
+        **_swiglu(hp),
     )
+
+
+def _swiglu(hp: ModelHParams) -> dict[str, float]:
+    if hp.swiglu_alpha is None or hp.swiglu_limit is None:
+        return {}
+    return {"swiglu_alpha": hp.swiglu_alpha, "swiglu_limit": hp.swiglu_limit}

@@ -81,7 +81,11 @@ def _open_safetensors(path: Path, digest: str) -> ModelSource:
         name = gguf_tensor_name(hf_name, hp.architecture, model.hf_names)
         if name is not None:
             tensors[name] = WeightTensor(name, entry.shape, F32, load=_loader(model, hf_name))
-    if hp.is_moe:
+    if hp.architecture == "gpt-oss":  # fused experts, interleaved gate/up, maybe MXFP4
+        from ember.engine.runners.torch.gptoss_hf import expert_stacks
+
+        tensors |= expert_stacks(model, hp)
+    elif hp.is_moe:
         tensors |= _expert_stacks(model, hp)
     config = model_config(hp, spec)
     return ModelSource(

@@ -53,6 +53,9 @@ class LayerWeights:
     qk_norm: RMSNorm | None = None  # per-head q and k norms as one (H + Hkv, head_dim) weight
     post_attn_norm: RMSNorm | None = None
     post_ffn_norm: RMSNorm | None = None
+    # (H,) float32: gpt-oss's learned per-head sink logits in every attention softmax
+    # (layers/attention_sinks.py), not StreamingLLM's kept sink tokens (engine/streaming.py)
+    attn_sink_logits: torch.Tensor | None = None
 
 
 class DecoderLayer(nn.Module):
@@ -87,12 +90,24 @@ class DecoderLayer(nn.Module):
         if ctx.decode is not None and ctx.visible is not None:
             keys, values = kv.gather_tables(self.index, ctx.decode[self.sliding].blocks)
             visible = ctx.visible[self.sliding]
-            attn = attend_decode(q, keys, values, visible, self.scale, self.softcap)
+            attn = attend_decode(
+                q, keys, values, visible, self.scale, self.softcap, w.attn_sink_logits
+            )
         else:
             outs = []
             for (start, end), plan in zip(ctx.spans, ctx.plans[self.sliding], strict=True):
                 keys, values = kv.gather(self.index, plan.blocks, plan.num_keys)
-                outs.append(attend(q[start:end], keys, values, plan.mask, self.scale, self.softcap))
+                outs.append(
+                    attend(
+                        q[start:end],
+                        keys,
+                        values,
+                        plan.mask,
+                        self.scale,
+                        self.softcap,
+                        w.attn_sink_logits,
+                    )
+                )
             attn = outs[0] if len(outs) == 1 else torch.cat(outs)
         o = w.o_proj(attn.reshape(n, h * self.head_dim))
         if w.post_attn_norm is not None:

@@ -14,7 +14,12 @@ from ember.engine.errors import EngineError
 from ember.engine.runners.base import ForwardBatch, RunnerInfo, SeqStep
 from ember.engine.runners.thread_governor import ThreadGovernor
 from ember.engine.runners.torch import cuda_graphs
-from ember.engine.runners.torch.build import BuildOptions, build_model, native_ready
+from ember.engine.runners.torch.build import (
+    BuildOptions,
+    build_model,
+    native_ready,
+    native_step_ready,
+)
 from ember.engine.runners.torch.cuda_graphs import DecodeGraphs
 from ember.engine.runners.torch.device_decode import decode_batch, one_token_steps
 from ember.engine.runners.torch.kv_choice import torch_kv_dtype
@@ -175,7 +180,10 @@ class TorchRunner:
         with torch.inference_mode():
             model = build_model(src, build, root, kernels, progress)
         native = None
-        if kernels is not None:
+        step_reason = native_step_ready(src.config)
+        if kernels is not None and step_reason:
+            log.info("torch runner: native linears, steps through torch (%s)", step_reason)
+        elif kernels is not None:
             from ember.engine.runners.torch.native.kernels import mat_of
             from ember.engine.runners.torch.native.model import NativeModel
 

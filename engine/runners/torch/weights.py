@@ -32,6 +32,7 @@ class WeightTensor:
     raw: Any = None  # GGUF: uint8 / float numpy mmap view
     load: Callable[[], torch.Tensor] | None = None  # safetensors: reads the tensor
     # a safetensors expert stack (n_experts, out, in): one loader per expert's (out, in) matrix
+    # (float; for a quantized qtype, gpt-oss's MXFP4: that expert's GGUF blocks as uint8)
     expert_loads: list[Callable[[], torch.Tensor]] | None = None
 
     def expert(self, e: int) -> WeightTensor:
@@ -41,6 +42,8 @@ class WeightTensor:
             raise IndexError(f"{self.name}: no expert {e} in shape {self.shape}")
         name, shape = f"{self.name}[{e}]", self.shape[1:]
         if self.expert_loads is not None:
+            if self.qtype not in (F32, F16, BF16):  # its bytes, read when the expert is made
+                return WeightTensor(name, shape, self.qtype, raw=self.expert_loads[e]().numpy())
             return WeightTensor(name, shape, self.qtype, load=self.expert_loads[e])
         if self.raw is not None:
             per = self.raw.size // self.shape[0]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ember.engine.errors import EngineError
 from ember.engine.runners.torch.arch.dense2026 import DENSE_2026
 from ember.engine.runners.torch.arch.gemma3 import GEMMA3
+from ember.engine.runners.torch.arch.gptoss import GPTOSS
 from ember.engine.runners.torch.arch.llama import LLAMA
 from ember.engine.runners.torch.arch.qwen2 import QWEN2
 from ember.engine.runners.torch.arch.qwen3 import QWEN3
@@ -13,6 +14,7 @@ from ember.engine.runners.torch.arch.spec import ArchSpec
 
 ARCHS: dict[str, ArchSpec] = {a.name: a for a in (LLAMA, QWEN2, QWEN3, GEMMA3, QWEN3MOE)}
 ARCHS |= {a.name: a for a in DENSE_2026}
+ARCHS[GPTOSS.name] = GPTOSS
 SUPPORTED = tuple(ARCHS)
 
 

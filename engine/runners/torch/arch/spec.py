@@ -17,3 +17,4 @@ class ArchSpec:
     name: str  # GGUF general.architecture (ModelHParams.architecture)
     sandwich_norms: bool = False  # extra norms after attention and after the FFN
     embed_scale: bool = False  # multiply embeddings by sqrt(hidden)
+    ffn_norm: str = "ffn_norm"  # the GGUF name of the norm before the FFN (gpt-oss differs)

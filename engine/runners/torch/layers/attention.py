@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import torch
 
+from ember.engine.runners.torch.layers.attention_sinks import sink_softmax
+
 
 @dataclass
 class AttnPlan:
@@ -62,21 +64,29 @@ def attend(
     mask: torch.Tensor | None,  # (T, L) bool
     scale: float,
     softcap: float | None,
+    sink_logits: torch.Tensor | None = None,  # (H,) float32: gpt-oss's learned sinks
 ) -> torch.Tensor:  # (T, H, D)
-    """softmax(q k^T * scale [soft-capped] + mask) v, with H / Hkv query heads per KV head.
+    """softmax(q k^T * scale [soft-capped] + mask [+ a sink logit per head]) v, with H / Hkv
+    query heads per KV head (attention_sinks.py says what the sink logits are).
 
     Explicit batched matmuls: on CPU they beat SDPA's math fallback (which GQA and masks force)
     by 2-4x, for one decode token and for a 512-token prefill alike.
     """
-    if q.device.type != "cpu" and softcap is None:
+    if q.device.type != "cpu" and softcap is None and sink_logits is None:
         return attend_sdpa(q, k, v, mask, scale)
     t, heads, dim = q.shape
     rows = max(1, SCORE_BUDGET // (heads * k.shape[0]))
     if t <= rows:
-        return _attend_rows(q, k, v, mask, scale, softcap)
+        return _attend_rows(q, k, v, mask, scale, softcap, sink_logits)
     parts = [
         _attend_rows(
-            q[i : i + rows], k, v, None if mask is None else mask[i : i + rows], scale, softcap
+            q[i : i + rows],
+            k,
+            v,
+            None if mask is None else mask[i : i + rows],
+            scale,
+            softcap,
+            sink_logits,
         )
         for i in range(0, t, rows)
     ]
@@ -118,6 +128,7 @@ def _attend_rows(
     mask: torch.Tensor | None,
     scale: float,
     softcap: float | None,
+    sink_logits: torch.Tensor | None,
 ) -> torch.Tensor:
     t, heads, dim = q.shape
     length, n_kv = k.shape[0], k.shape[1]
@@ -132,6 +143,11 @@ def _attend_rows(
         scores = scores.view(n_kv, t, group, length).masked_fill(
             ~mask[None, :, None, :], -torch.inf
         )
-    probs = torch.softmax(scores, dim=-1).view(n_kv, t * group, length)
+    if sink_logits is not None:  # head h = kv head h // group, member h % group
+        grouped = scores.view(n_kv, t, group, length)
+        sinks = sink_logits.float().view(n_kv, 1, group, 1)
+        probs = sink_softmax(grouped, sinks).view(n_kv, t * group, length)
+    else:
+        probs = torch.softmax(scores, dim=-1).view(n_kv, t * group, length)
     out = torch.bmm(probs, v.float().transpose(0, 1))  # (Hkv, T*group, D)
     return out.view(n_kv, t, group, dim).permute(1, 0, 2, 3).reshape(t, heads, dim).to(q.dtype)

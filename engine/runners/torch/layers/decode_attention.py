@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import torch
 
+from ember.engine.runners.torch.layers.attention_sinks import sink_softmax
+
 
 @dataclass
 class DecodeTables:
@@ -77,12 +79,14 @@ def attend_decode(
     visible: torch.Tensor,  # (B, L) bool
     scale: float,
     softcap: float | None,
+    sink_logits: torch.Tensor | None = None,  # (H,) float32: gpt-oss's learned sinks
 ) -> torch.Tensor:  # (B, H, D)
-    """softmax(q k^T * scale [soft-capped], masked) v per row, query heads grouped per KV head."""
+    """softmax(q k^T * scale [soft-capped], masked [, a sink logit per head]) v per row, query
+    heads grouped per KV head."""
     b, heads, dim = q.shape
     n_kv = keys.shape[2]
     group = heads // n_kv
-    if softcap is None and q.device.type != "cpu":
+    if softcap is None and sink_logits is None and q.device.type != "cpu":
         out = torch.nn.functional.scaled_dot_product_attention(
             q[:, :, None, :],
             keys.transpose(1, 2).to(q.dtype),
@@ -98,6 +102,9 @@ def attend_decode(
     if softcap is not None:
         scores = torch.tanh(scores / softcap) * softcap
     scores = scores.masked_fill(~visible[:, None, None, :], -torch.inf)
-    probs = torch.softmax(scores, dim=-1)
+    if sink_logits is not None:
+        probs = sink_softmax(scores, sink_logits.float().view(1, n_kv, group, 1))
+    else:
+        probs = torch.softmax(scores, dim=-1)
     out = torch.matmul(probs, values.float().transpose(1, 2))  # (B, Hkv, group, D)
     return out.reshape(b, heads, dim).to(q.dtype)

@@ -1,8 +1,11 @@
 """A mixture-of-experts FFN: a router scores E experts per token, the top k run, their outputs
 are summed with the router's weights.
 
-Routing (Qwen3-MoE, llama.cpp's qwen3moe): p = softmax(x R^T [+ b]) over all E experts in float32,
-take the k largest, and with norm_topk_prob divide them by their sum. Experts stay in the form the
+Routing "softmax_topk" (Qwen3-MoE, llama.cpp's qwen3moe): p = softmax(x R^T [+ b]) over all E
+experts in float32, take the k largest, and with norm_topk_prob divide them by their sum.
+Routing "topk_softmax" (gpt-oss, llama.cpp's SOFTMAX_WEIGHT gating): take the k largest logits
+x R^T + b, then a softmax over those k only. Experts may carry biases (gpt-oss: in their QLinear)
+and a gated activation of their own (gated_activation.py). Experts stay in the form the
 model file has them (GGUF blocks in the mmap under the native kernels); an expert is turned into
 its layers the first time a token chooses it, so an expert never chosen is never read and
 resident memory follows the experts in use.
@@ -26,6 +29,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ember.engine.runners.torch.layers.act_rounding import rounded
+from ember.engine.runners.torch.layers.gated_activation import GatedActivation
 from ember.engine.runners.torch.layers.linear import QLinear
 
 if TYPE_CHECKING:
@@ -34,15 +39,24 @@ if TYPE_CHECKING:
 
 @dataclass
 class Expert:
-    """One expert's matrices: gate and up fused (2 * width, hidden), down (hidden, width)."""
+    """One expert's matrices: gate and up fused (2 * width, hidden), down (hidden, width).
+
+    act_block > 0: the weights are quantized and multiplied by torch's packed kernels, and each
+    matrix's input is rounded to 8-bit blocks of that many values first, as llama.cpp (and our
+    native kernels) round activations before a quantized dot (act_rounding.py): a routed model
+    amplifies such differences, since a near tie in one layer's router sends a token to other
+    experts."""
 
     gate_up: QLinear
     down: QLinear
+    act_block: int = 0  # 32 (q8_0), 256 (q8_K) or 0 (float weights: no rounding)
 
-    def __call__(self, x: torch.Tensor, gelu: bool) -> torch.Tensor:  # (T, hidden) -> (T, hidden)
-        gate, up = self.gate_up(x).chunk(2, dim=-1)
-        act = F.gelu(gate, approximate="tanh") if gelu else F.silu(gate)
-        return self.down(act * up)
+    def __call__(self, x: torch.Tensor, act: GatedActivation) -> torch.Tensor:  # (T, hidden)
+        gate, up = self.gate_up(self._rounded(x)).chunk(2, dim=-1)
+        return self.down(self._rounded(act(gate, up)))
+
+    def _rounded(self, x: torch.Tensor) -> torch.Tensor:
+        return rounded(x.float(), self.act_block).to(x.dtype) if self.act_block else x
 
 
 class MoEFFN(nn.Module):
@@ -56,13 +70,16 @@ class MoEFFN(nn.Module):
         n_used: int,
         norm_topk_prob: bool,
         make_expert: Callable[[int], Expert],
-        gelu: bool = False,
+        act: GatedActivation = GatedActivation(),
         native: NativeMoE | None = None,
+        routing: str = "softmax_topk",  # | "topk_softmax" (gpt-oss)
     ) -> None:
         super().__init__()
+        if routing not in ("softmax_topk", "topk_softmax"):
+            raise ValueError(f"MoE routing {routing!r}: softmax_topk or topk_softmax")
         self.router, self.router_bias = router, router_bias
         self.n_experts, self.n_used = router.shape[0], n_used
-        self.norm_topk_prob, self.gelu = norm_topk_prob, gelu
+        self.norm_topk_prob, self.act, self.routing = norm_topk_prob, act, routing
         self.make_expert, self.native = make_expert, native
         self.experts: list[Expert | None] = [None] * self.n_experts
 
@@ -83,6 +100,9 @@ class MoEFFN(nn.Module):
     def route(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(weights (N, k) float32, expert ids (N, k) int64) for x (N, hidden)."""
         logits = F.linear(x.float(), self.router, self.router_bias)
+        if self.routing == "topk_softmax":  # the k largest logits, then a softmax over them
+            top, ids = logits.topk(self.n_used, dim=-1)
+            return torch.softmax(top, dim=-1), ids
         probs = torch.softmax(logits, dim=-1)
         weights, ids = probs.topk(self.n_used, dim=-1)
         if self.norm_topk_prob:
@@ -97,7 +117,7 @@ class MoEFFN(nn.Module):
         if x.shape[0] == 1:  # decode: one token, k experts, no sorting
             out = torch.zeros(1, x.shape[1], dtype=torch.float32, device=x.device)
             for w, e in zip(weights[0].tolist(), ids[0].tolist(), strict=True):
-                out.add_(self.expert(e)(x, self.gelu).float(), alpha=w)
+                out.add_(self.expert(e)(x, self.act).float(), alpha=w)
             return out.to(x.dtype)
         flat = ids.reshape(-1)  # (N * k,) pair j is token j // k
         order = torch.argsort(flat, stable=True)  # pairs sorted by expert
@@ -110,7 +130,7 @@ class MoEFFN(nn.Module):
         for e, count in enumerate(counts):
             if count:
                 part = slice(start, start + count)
-                y = self.expert(e)(xs[part], self.gelu).float()
+                y = self.expert(e)(xs[part], self.act).float()
                 out.index_add_(0, tokens[part], y * pair_w[part])
                 start += count
         return out.to(x.dtype)

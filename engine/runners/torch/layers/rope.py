@@ -63,8 +63,10 @@ def _yarn(p: RopeParams, dim: int) -> tuple[torch.Tensor, float]:
     def correction_dim(rotations: float) -> float:
         return (dim * math.log(old_ctx / (rotations * 2 * math.pi))) / (2 * math.log(p.theta))
 
-    low = float(max(math.floor(correction_dim(p.beta_fast)), 0))
-    high = float(min(math.ceil(correction_dim(p.beta_slow)), dim - 1))
+    low, high = correction_dim(p.beta_fast), correction_dim(p.beta_slow)
+    if p.truncate:  # whole dimensions (llama.cpp always; transformers unless truncate=false)
+        low, high = math.floor(low), math.ceil(high)
+    low, high = float(max(low, 0)), float(min(high, dim - 1))
     if low == high:
         high += 0.001
     ramp = ((torch.arange(dim // 2, dtype=torch.float32) - low) / (high - low)).clamp(0, 1)

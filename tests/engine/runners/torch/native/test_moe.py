@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from gguf import GGMLQuantizationType
 
+from ember.engine.runners.torch.layers.gated_activation import GatedActivation
 from ember.engine.runners.torch.layers.linear import QLinear
 from ember.engine.runners.torch.layers.moe import Expert, MoEFFN
 from ember.engine.runners.torch.native import moe as native_moe
@@ -62,7 +63,8 @@ class Layer:
                 QLinear.from_native(down, kernels, None),
             )
 
-        return MoEFFN(self.router, self.bias, K, norm, make, gelu)
+        act = GatedActivation("gelu_tanh" if gelu else "silu")
+        return MoEFFN(self.router, self.bias, K, norm, make, act)
 
     def formula(self, x: torch.Tensor, norm: bool = True, gelu: bool = False) -> torch.Tensor:
         """softmax routing, top-k, SwiGLU experts over rounded activations, in float64."""
