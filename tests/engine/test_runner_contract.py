@@ -233,3 +233,16 @@ def test_family_same_text_on_torch_and_llamacpp(
         stack.callback(backend.close)
         texts[runner] = collect(backend, ask(max_tokens=8, ignore_eos=True))[1].text
     assert texts["torch"] == texts["llama.cpp"], texts
+
+
+def test_family_without_a_system_role_still_takes_a_system_prompt(
+    request: pytest.FixtureRequest, stack: ExitStack
+) -> None:
+    """Gemma 2's template refuses a system role; a chat with a system prompt (every OpenAI
+    client's) still gets a reply: the prompt is folded into the first user turn."""
+    backend = _local(_family_files(request, "gemma2"), "torch")
+    stack.callback(backend.close)
+    messages = (ChatMessage("system", "Answer in one word."), *QUESTION)
+    sampling = SamplingParams(temperature=0.0, max_tokens=4, ignore_eos=True)
+    done = collect(backend, GenerationRequest(messages=messages, sampling=sampling))[1]
+    assert done.error == "" and done.stats.generated_tokens == 4
