@@ -69,12 +69,16 @@ def test_disk_prefix_store_restores_the_same_reply(
 ) -> None:
     """KV blocks written to disk by one engine and read back by a fresh one."""
     _, runner = family
-    store_options = dict(block_size=16, max_bytes=1 << 26, runner="torch")
     info = runner.info
     prompt = SYSTEM + [41, 42, 43]
     for _ in range(2):
         store = PrefixStore(
-            tmp_path, model_digest=info.model_digest or "0" * 64, dtype=info.dtype, **store_options
+            tmp_path,
+            model_digest=info.model_digest or "0" * 64,
+            runner="torch",
+            dtype=info.dtype,
+            block_size=16,
+            max_bytes=1 << 26,
         )
         engine = _engine(runner, prefix_cache=True, window=0, store=store)
         final = run(engine, _request(prompt, 10))
