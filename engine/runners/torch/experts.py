@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from ember.engine.runners.torch.layers.linear import QLinear
 from ember.engine.runners.torch.layers.moe import Expert, MoEFFN
 from ember.engine.runners.torch.layers.quantize import RowFix, build_linear
+from ember.engine.runners.torch.residency import MADV_WILLNEED, advise
 from ember.engine.runners.torch.weights import WeightTensor, resolve_format
 
 if TYPE_CHECKING:
@@ -49,9 +50,11 @@ def build_moe(b: _Builder, layer: int) -> MoEFFN:
         )
 
     def make_expert(e: int) -> Expert:
+        parts = [gate.expert(e), up.expert(e), down.expert(e)]
+        advise([t.raw for t in parts if t.raw is not None], MADV_WILLNEED)  # one read, not faults
         return Expert(
-            gate_up=_expert_linear(b, [gate.expert(e), up.expert(e)]),
-            down=_expert_linear(b, [down.expert(e)]),
+            gate_up=_expert_linear(b, parts[:2]),
+            down=_expert_linear(b, parts[2:]),
         )
 
     return MoEFFN(router, bias, cfg.n_experts_used, cfg.norm_topk_prob, make_expert, gelu, native)

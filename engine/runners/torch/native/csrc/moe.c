@@ -98,16 +98,20 @@ static void choose(const em_moe *M, float *logits, int32_t *ids, float *w) {
     }
 }
 
-/* ask the kernel to read rows e * rows .. (e + 1) * rows of w now, in one go: the loader made
- * the mapping MADV_RANDOM (residency.py), so without this the first use of an expert would be
- * one synchronous page fault per 4 KiB */
+/* ask the kernel to read rows e * rows .. (e + 1) * rows of w now: the loader made the mapping
+ * MADV_RANDOM (residency.py), so without this the first use of an expert would be one
+ * synchronous page fault per 4 KiB. Linux reads at most one read-ahead window per call (128 KiB
+ * by default), hence the chunks. */
+#define WILLNEED_CHUNK (128 << 10)
 static void will_need(const em_mat *w, int32_t e, int32_t rows) {
 #if defined(__unix__) || defined(__APPLE__)
     const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     const uintptr_t from = (uintptr_t)(w->data + (int64_t)e * rows * w->row_bytes);
     const uintptr_t to = from + (uintptr_t)((int64_t)rows * w->row_bytes);
-    const uintptr_t start = from / page * page;
-    posix_madvise((void *)start, to - start, POSIX_MADV_WILLNEED);
+    for (uintptr_t at = from / page * page; at < to; at += WILLNEED_CHUNK) {
+        const uintptr_t n = to - at < WILLNEED_CHUNK ? to - at : WILLNEED_CHUNK;
+        posix_madvise((void *)at, n, POSIX_MADV_WILLNEED);
+    }
 #else
     (void)w, (void)e, (void)rows;
 #endif
