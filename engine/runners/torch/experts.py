@@ -19,6 +19,7 @@ from ember.engine.runners.torch.layers.gated_activation import GatedActivation
 from ember.engine.runners.torch.layers.linear import QLinear
 from ember.engine.runners.torch.layers.moe import Expert, MoEFFN
 from ember.engine.runners.torch.layers.quantize import RowFix, build_linear
+from ember.engine.runners.torch.residency import MADV_WILLNEED, advise
 from ember.engine.runners.torch.weights import WeightTensor, resolve_format
 
 if TYPE_CHECKING:
@@ -68,8 +69,10 @@ def build_moe(b: _Builder, layer: int) -> MoEFFN:
         if biases is not None:
             gate_up_bias = torch.cat((biases[0][e], biases[1][e]))
             down_bias = biases[2][e]
-        gate_up = _expert_linear(b, [gate.expert(e), up.expert(e)], gate_up_bias)
-        down_linear = _expert_linear(b, [down.expert(e)], down_bias)
+        parts = [gate.expert(e), up.expert(e), down.expert(e)]
+        advise([t.raw for t in parts if t.raw is not None], MADV_WILLNEED)  # one read, not faults
+        gate_up = _expert_linear(b, parts[:2], gate_up_bias)
+        down_linear = _expert_linear(b, parts[2:], down_bias)
         # a quantized product rounds its input to 8 bits, as llama.cpp's do: native linears
         # themselves, torch's packed ones here; a dense (float) weight multiplies floats
         block = _act_block(gate) if gate_up.fmt in ("int4", "int8", "int8g") else 0

@@ -27,6 +27,9 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 MADV_RANDOM, MADV_WILLNEED = 1, 3  # Linux and the BSDs/macOS agree on these two values
+# Linux reads at most one read-ahead window per MADV_WILLNEED call (max(read_ahead_kb, the
+# device's largest request): 128 KiB by default), so longer ranges are asked for in chunks
+WILLNEED_CHUNK = 128 << 10
 
 
 @cache
@@ -59,8 +62,10 @@ def advise(views: Iterable[Any], advice: int) -> bool:
         if view is None or not view.nbytes:
             continue
         start, end = page_span(view.ctypes.data, view.nbytes)
-        if fn(start, end - start, advice) != 0:
-            ok = False
+        step = WILLNEED_CHUNK if advice == MADV_WILLNEED else end - start
+        for at in range(start, end, step):
+            if fn(at, min(step, end - at), advice) != 0:
+                ok = False
     return ok
 
 

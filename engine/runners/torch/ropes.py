@@ -29,16 +29,29 @@ def freq_factors(src: ModelSource, context_tokens: int) -> torch.Tensor | None:
     rope_freqs tensor (llama 3), or LongRoPE's long or short list for this context."""
     tensors, scaling = src.tensors, src.hparams.rope_scaling
     if "rope_freqs.weight" in tensors:
-        return tensors["rope_freqs.weight"].to_float()
+        return _divisors(src, "rope_freqs.weight")
     if scaling.kind != "longrope":
         return None
     long = context_tokens > (scaling.original_context_length or 0)
-    if scaling.long_factor:  # a Hugging Face config carries the lists
+    if scaling.long_factor:  # a Hugging Face config carries the lists (validated there)
         return torch.tensor(scaling.long_factor if long else scaling.short_factor)
     name = "rope_factors_long.weight" if long else "rope_factors_short.weight"
     if name not in tensors:
         raise EngineError(f"{src.path}: tensor {name} is missing (LongRoPE)")
-    return tensors[name].to_float()
+    return _divisors(src, name)
+
+
+def _divisors(src: ModelSource, name: str) -> torch.Tensor:
+    """A GGUF frequency-divisor tensor, each value finite and > 0 (a 0 or NaN would turn every
+    rotation into NaN: a silent wrong answer, not an error)."""
+    values = src.tensors[name].to_float().flatten()
+    bad = ~(torch.isfinite(values) & (values > 0))
+    if bool(bad.any()):
+        i = int(bad.nonzero()[0])
+        raise EngineError(
+            f"{src.path}: tensor {name}[{i}] is {float(values[i])}: RoPE divisors must be > 0"
+        )
+    return values
 
 
 def build_ropes(

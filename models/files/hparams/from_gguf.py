@@ -164,7 +164,10 @@ def _softcaps(m: _Meta) -> dict[str, float | None]:
 
 def _rotary(m: _Meta, head_dim: int, context: int) -> dict[str, object]:
     """Partial rotary dims, smollm3's NoPE layers and mistral3's query temperature."""
-    rope_dim = m.size("rope.dimension_count", head_dim)
+    key = m.key("rope.dimension_count")
+    rope_dim = m.integer(key, head_dim, lo=2, hi=head_dim)
+    if rope_dim % 2:
+        raise m.error(key, f"{rope_dim} is odd (RoPE rotates pairs)")
     out: dict[str, object] = {"rope_dim": None if rope_dim == head_dim else rope_dim}
     if m.arch == "smollm3":
         out["nope_layer_interval"] = SMOLLM3_NOPE_INTERVAL

@@ -31,7 +31,7 @@ class EmMoe(C.Structure):
         ("gate", S.EmMat),
         ("up", S.EmMat),
         ("down", S.EmMat),
-        ("chosen", S.I64P),
+        ("usage", S.I64P),
     ]
 
 
@@ -42,7 +42,8 @@ def _stack(raw: Any, qtype: int, shape: tuple[int, ...]) -> S.EmMat:
 
 
 class NativeMoE:
-    """One layer's em_moe plus what keeps its memory alive; `chosen` counts each expert's picks."""
+    """One layer's em_moe plus what keeps its memory alive; `chosen` counts each expert's picks
+    (a view of `usage`: picks, the token count at each expert's last pick, tokens routed)."""
 
     def __init__(
         self,
@@ -61,8 +62,9 @@ class NativeMoE:
         router = router.float().contiguous()
         bias = None if router_bias is None else router_bias.float().contiguous()
         n_experts, hidden = router.shape
-        self.chosen = np.zeros(n_experts, dtype=np.int64)
-        self.keep = [router, bias, self.chosen, *(raw for raw, _, _ in experts.values())]
+        self.usage = np.zeros(2 * n_experts + 1, dtype=np.int64)
+        self.chosen = self.usage[:n_experts]
+        self.keep = [router, bias, self.usage, *(raw for raw, _, _ in experts.values())]
         d = self.desc = EmMoe()
         d.n_experts, d.n_used, d.norm_topk, d.act = (
             n_experts,
@@ -74,7 +76,7 @@ class NativeMoE:
         d.router = mat_of(router, S.F32, (n_experts, hidden))
         d.router_bias = float_ptr(bias)
         d.gate, d.up, d.down = (_stack(*experts[k]) for k in ("gate", "up", "down"))
-        d.chosen = self.chosen.ctypes.data_as(S.I64P)
+        d.usage = self.usage.ctypes.data_as(S.I64P)
 
     @property
     def n_chosen(self) -> int:

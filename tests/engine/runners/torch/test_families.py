@@ -141,3 +141,28 @@ def test_native_decode_step_equals_the_torch_path(tiny_models: Any, arch: str) -
     got = decode_logits(native, ids, prefill=8, num_blocks=SHORT_BLOCKS)
     expected = decode_logits(torch_path, ids, prefill=8, num_blocks=SHORT_BLOCKS)
     assert np.abs(got - expected).max() < 1e-3 * np.abs(expected).max()
+
+
+@pytest.mark.parametrize("arch", FAMILY_ARCHS)
+def test_shifted_keys_equal_keys_computed_at_the_new_positions(tiny_models: Any, arch: str) -> None:
+    """Sink eviction re-rotates kept keys by the position shift: 16 tokens prefilled at 0..15
+    then shifted by +8 hold the keys of the same tokens prefilled at 8..23 (only the rotated
+    dims move: phi3's last 16 pass through; smollm3's NoPE layer keeps its keys; positions stay
+    below mistral3's temperature, which is absolute, not relative)."""
+    import torch
+
+    from ember.engine.runners.base import ForwardBatch, SeqStep
+
+    runner = TorchRunner.load(tiny_models.gguf(arch, "F32"), F32)
+    runner.init_kv(8, 16)
+    ids, delta = _ids(16, seed=2), 8
+    for block, start in ((0, 0), (1, delta)):
+        step = SeqStep(block, ids, list(range(start, start + 16)), 0, [block], 16)
+        runner.forward(ForwardBatch([step]))
+    runner.shift_positions(0, [0], delta)
+    kv = runner.kv
+    assert kv is not None
+    for layer in range(runner.cfg.n_layers):
+        shifted = kv.read_keys(layer, torch.tensor([0]))
+        fresh = kv.read_keys(layer, torch.tensor([1]))
+        assert torch.allclose(shifted, fresh, atol=1e-4), (arch, layer)

@@ -15,7 +15,9 @@ struct em_moe_ {
     em_mat router;            /* (E, hidden) F32 */
     const float *router_bias; /* (E,) or NULL */
     em_mat gate, up, down;
-    int64_t *chosen;          /* (E,) how often each expert was chosen; or NULL */
+    /* (2E + 1,) or NULL: [0, E) how often each expert was chosen; [E, 2E) the layer's token
+     * count when it last was; [2E] the tokens this layer has routed */
+    int64_t *usage;
 };
 typedef struct em_moe_ em_moe;
 
