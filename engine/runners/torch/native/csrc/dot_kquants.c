@@ -33,6 +33,22 @@ static inline void scale_min(int j, const uint8_t *q, int *sc, int *mn) {
     }
 }
 
+#ifdef EM_AVX2
+/* the mins' correction per lane: lane i = mn_i (bs[2i] + bs[2i + 1]) over the 16 code sums bs
+ * of one 256-block (the tiled matmul, gemm_tile.c, sums the same lanes) */
+static inline __m256i min_lanes(const int *mn, const int16_t *bs) {
+    const __m256i mins = _mm256_setr_epi32(mn[0], mn[1], mn[2], mn[3], mn[4], mn[5], mn[6], mn[7]);
+    const __m256i pairs = _mm256_madd_epi16(em_load32(bs), _mm256_set1_epi16(1));
+    return _mm256_madd_epi16(mins, pairs); /* mins < 64 in the low int16 of each lane */
+}
+
+/* Q6_K's +32 offset per lane: lane i = 32 (sc[2i] bs[2i] + sc[2i + 1] bs[2i + 1]) */
+static inline __m256i offset_lanes(const int8_t *sc, const int16_t *bs) {
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
+    return _mm256_madd_epi16(em_load32(bs), _mm256_slli_epi16(sc16, 5));
+}
+#endif
+
 /* Q4_K and Q5_K: qh = NULL for Q4_K */
 static inline float dot_k45(const uint8_t *w, const em_act *a, int32_t m, int bytes, int five) {
     const int nb = a->k / 256;
@@ -51,11 +67,12 @@ static inline float dot_k45(const uint8_t *w, const em_act *a, int32_t m, int by
         const int8_t *xb = x + 256 * b;
         const int16_t *bsb = bs + 16 * b;
         int sc[8], mn[8], summ = 0;
-        for (int j = 0; j < 8; j++) {
-            scale_min(j, p + 4, &sc[j], &mn[j]);
-            summ += mn[j] * (bsb[2 * j] + bsb[2 * j + 1]);
-        }
+        for (int j = 0; j < 8; j++) scale_min(j, p + 4, &sc[j], &mn[j]);
+#ifndef EM_AVX2
+        for (int j = 0; j < 8; j++) summ += mn[j] * (bsb[2 * j] + bsb[2 * j + 1]);
+#endif
 #ifdef EM_AVX2
+        (void)summ;
         __m256i sumi = _mm256_setzero_si256();
         __m256i hb = five ? em_load32(qh) : _mm256_setzero_si256();
         for (int c = 0; c < 4; c++) {
@@ -74,6 +91,8 @@ static inline float dot_k45(const uint8_t *w, const em_act *a, int32_t m, int by
             sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(phi, _mm256_set1_epi16((short)sc[2 * c + 1])));
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(p) * dx[b]), _mm256_cvtepi32_ps(sumi), acc);
+        acc = _mm256_fnmadd_ps(_mm256_set1_ps(f16(p + 2) * dx[b]),
+                               _mm256_cvtepi32_ps(min_lanes(mn, bsb)), acc);
 #elif defined(EM_NEON)
         int sumi = 0;
         const uint8x16_t m4 = vdupq_n_u8(0x0f), one = vdupq_n_u8(1);
@@ -110,10 +129,13 @@ static inline float dot_k45(const uint8_t *w, const em_act *a, int32_t m, int by
         }
         acc += f16(p) * dx[b] * (float)sumi;
 #endif
+#ifndef EM_AVX2
         mins += f16(p + 2) * dx[b] * (float)summ;
+#endif
     }
 #ifdef EM_AVX2
-    return em_hsum(acc) - mins;
+    (void)mins;
+    return em_hsum(acc);
 #else
     return acc - mins;
 #endif
@@ -133,15 +155,15 @@ float em_dot_q6_k(const uint8_t *w, const em_act *a, int32_t m) {
 #else
     float acc = 0.0f;
 #endif
-    float corr = 0.0f;
     for (int b = 0; b < nb; b++) {
         const uint8_t *p = w + 210 * b, *ql = p, *qh = p + 128;
         const int8_t *sc = (const int8_t *)(p + 192), *xb = x + 256 * b;
         const int16_t *bsb = bs + 16 * b;
         const float d = f16(p + 208) * dx[b];
-        int sub = 0;
+#ifndef EM_AVX2
+        int sub = 0; /* the codes are stored + 32: taken off the integer sum */
         for (int g = 0; g < 16; g++) sub += sc[g] * bsb[g];
-        corr += d * (float)(32 * sub); /* the codes are stored + 32 */
+#endif
 #ifdef EM_AVX2
         __m256i sumi = _mm256_setzero_si256();
         for (int n = 0; n < 2; n++) {
@@ -162,6 +184,7 @@ float em_dot_q6_k(const uint8_t *w, const em_act *a, int32_t m) {
                 sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(pr, scv));
             }
         }
+        sumi = _mm256_sub_epi32(sumi, offset_lanes(sc, bsb));
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
 #elif defined(EM_NEON)
         int sumi = 0;
@@ -180,7 +203,7 @@ float em_dot_q6_k(const uint8_t *w, const em_act *a, int32_t m) {
                 }
             }
         }
-        acc += d * (float)sumi;
+        acc += d * (float)(sumi - 32 * sub);
 #else
         int sumi = 0;
         for (int n = 0; n < 2; n++) {
@@ -192,12 +215,12 @@ float em_dot_q6_k(const uint8_t *w, const em_act *a, int32_t m) {
                 }
             }
         }
-        acc += d * (float)sumi;
+        acc += d * (float)(sumi - 32 * sub);
 #endif
     }
 #ifdef EM_AVX2
-    return em_hsum(acc) - corr;
+    return em_hsum(acc);
 #else
-    return acc - corr;
+    return acc;
 #endif
 }

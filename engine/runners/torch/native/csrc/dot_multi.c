@@ -38,30 +38,29 @@ static void dot4_q8_0(const uint8_t *w, const em_act *a, int32_t m0, float *out)
     store(acc, zero, out);
 }
 
-/* Q4_0 / Q5_0: unsigned codes, minus offset * s_x per block */
+/* Q4_0 / Q5_0: signed codes (q - offset), as Q8_0 */
 static inline void dot4_sym(const uint8_t *w, const em_act *a, int32_t m0, float *out, int bytes,
                             int has_qh) {
     const int nb = a->k / 32, offset = has_qh ? 16 : 8, qs_at = has_qh ? 6 : 2;
     __m256 acc[NR];
-    float corr[NR] = {0};
+    const float zero[NR] = {0};
     for (int r = 0; r < NR; r++) acc[r] = _mm256_setzero_ps();
-    const __m256i five = _mm256_set1_epi8(0x10), one = _mm256_set1_epi16(1);
+    const __m256i five = _mm256_set1_epi8(0x10), off = _mm256_set1_epi8((char)offset);
     for (int b = 0; b < nb; b++) {
         const uint8_t *p = w + bytes * b;
         __m256i q = em_nibbles32(p + qs_at);
         if (has_qh) q = _mm256_or_si256(q, _mm256_and_si256(em_bits32(p + 2), five));
+        q = _mm256_sub_epi8(q, off);
         const float dw = f16(p);
         for (int r = 0; r < NR; r++) {
             const size_t m = (size_t)(m0 + r);
             const __m256i x = em_load32(a->q32 + m * a->k + 32 * b);
-            __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), one);
+            const __m256i s = em_dot_i8(q, x);
             acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d32[m * nb + b]),
                                      _mm256_cvtepi32_ps(s), acc[r]);
-            corr[r] += dw * a->s32[m * nb + b];
         }
     }
-    for (int r = 0; r < NR; r++) corr[r] *= (float)offset;
-    store(acc, corr, out);
+    store(acc, zero, out);
 }
 
 static void dot4_q4_0(const uint8_t *w, const em_act *a, int32_t m0, float *out) {
@@ -85,7 +84,7 @@ static inline void dot4_k45(const uint8_t *w, const em_act *a, int32_t m0, float
                             int five) {
     const int nb = a->k / 256;
     __m256 acc[NR];
-    float mins[NR] = {0};
+    const float zero[NR] = {0};
     for (int r = 0; r < NR; r++) acc[r] = _mm256_setzero_ps();
     const __m256i low4 = _mm256_set1_epi8(0x0f), one8 = _mm256_set1_epi8(1);
     for (int b = 0; b < nb; b++) {
@@ -116,17 +115,19 @@ static inline void dot4_k45(const uint8_t *w, const em_act *a, int32_t m0, float
             }
         }
         const float d = f16(p), dmin = f16(p + 2);
+        const __m256i mins =
+            _mm256_setr_epi32(mn[0], mn[1], mn[2], mn[3], mn[4], mn[5], mn[6], mn[7]);
         for (int r = 0; r < NR; r++) {
             const size_t m = (size_t)(m0 + r);
             const float dx = a->d256[m * nb + b];
-            const int16_t *bs = a->bsum256 + m * (a->k / 16) + 16 * b;
-            int summ = 0;
-            for (int j = 0; j < 8; j++) summ += mn[j] * (bs[2 * j] + bs[2 * j + 1]);
+            const __m256i pairs = _mm256_madd_epi16(
+                em_load32(a->bsum256 + m * (a->k / 16) + 16 * b), _mm256_set1_epi16(1));
             acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d * dx), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
-            mins[r] += dmin * dx * (float)summ;
+            acc[r] = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * dx),
+                                      _mm256_cvtepi32_ps(_mm256_madd_epi16(mins, pairs)), acc[r]);
         }
     }
-    store(acc, mins, out);
+    store(acc, zero, out);
 }
 
 static void dot4_q4_k(const uint8_t *w, const em_act *a, int32_t m0, float *out) {
@@ -139,7 +140,7 @@ static void dot4_q5_k(const uint8_t *w, const em_act *a, int32_t m0, float *out)
 static void dot4_q6_k(const uint8_t *w, const em_act *a, int32_t m0, float *out) {
     const int nb = a->k / 256;
     __m256 acc[NR];
-    float corr[NR] = {0};
+    const float zero[NR] = {0};
     for (int r = 0; r < NR; r++) acc[r] = _mm256_setzero_ps();
     const __m256i low4 = _mm256_set1_epi8(0x0f), three = _mm256_set1_epi8(3);
     for (int b = 0; b < nb; b++) {
@@ -168,17 +169,18 @@ static void dot4_q6_k(const uint8_t *w, const em_act *a, int32_t m0, float *out)
             }
         }
         const float dw = f16(p + 208);
+        const __m256i sc32 = _mm256_slli_epi16(
+            _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc)), 5); /* the +32 offset */
         for (int r = 0; r < NR; r++) {
             const size_t m = (size_t)(m0 + r);
             const float d = dw * a->d256[m * nb + b];
-            const int16_t *bs = a->bsum256 + m * (a->k / 16) + 16 * b;
-            int sub = 0;
-            for (int g = 0; g < 16; g++) sub += sc[g] * bs[g];
-            corr[r] += d * (float)(32 * sub);
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+            const __m256i off =
+                _mm256_madd_epi16(em_load32(a->bsum256 + m * (a->k / 16) + 16 * b), sc32);
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d),
+                                     _mm256_cvtepi32_ps(_mm256_sub_epi32(sumi[r], off)), acc[r]);
         }
     }
-    store(acc, corr, out);
+    store(acc, zero, out);
 }
 #endif
 

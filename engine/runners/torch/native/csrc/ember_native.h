@@ -136,6 +136,9 @@ void em_act_quantize_rows(em_act *a, int need32, int need256, em_team *T); /* on
 void em_linear_rows(const em_linear *w, const em_act *a, float *y, int64_t ldy,
                     em_team *T); /* one phase */
 void em_linear_needs(const em_linear *w, int *need32, int *need256);
+int em_gemm_ok(const em_linear *w); /* gemm.c: every part has a tiled kernel */
+void em_gemm_rows(const em_linear *w, const em_act *a, float *y, int64_t ldy,
+                  em_team *T); /* one phase */
 typedef float (*em_dot_fn)(const uint8_t *row, const em_act *a, int32_t m);
 em_dot_fn em_dot_for(int32_t type);
 /* one weight row against activation rows m0 .. m0 + 3 (NULL: no such kernel for the type) */

@@ -56,7 +56,14 @@ const char *em_features(void) {
 
 int em_abi_version(void) { return EM_ABI_VERSION; }
 
+int em_gemm_min_rows = 1 << 30;
+void em_set_gemm_min_rows(int n) { em_gemm_min_rows = n; }
+
 void em_linear_rows(const em_linear *w, const em_act *a, float *y, int64_t ldy, em_team *T) {
+    if (a->m >= em_gemm_min_rows && em_gemm_ok(w)) {
+        em_gemm_rows(w, a, y, ldy, T);
+        return;
+    }
     int64_t start[EM_MAX_PARTS + 1] = {0};
     for (int p = 0; p < w->n_parts; p++) start[p + 1] = start[p] + w->part[p].rows;
     const int64_t total = start[w->n_parts], per = total > 8192 ? ROWS_PER_BIG_TASK : ROWS_PER_TASK;
