@@ -2,6 +2,7 @@
  * block's codes are unpacked once and multiplied with the 4 rows while they are in registers.
  * Same math and order per row as the one-row dots (dot_legacy.c, dot_kquants.c). */
 #include "ember_native.h"
+#include "kscales.h"
 #include "simd.h"
 
 #ifdef EM_AVX2
@@ -70,15 +71,6 @@ static void dot4_q5_0(const uint8_t *w, const em_act *a, int32_t m0, float *out)
     dot4_sym(w, a, m0, out, 22, 1);
 }
 
-static inline void scale_min(int j, const uint8_t *q, int *sc, int *mn) {
-    if (j < 4) {
-        *sc = q[j] & 63, *mn = q[j + 4] & 63;
-    } else {
-        *sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
-        *mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-    }
-}
-
 /* Q4_K / Q5_K against q8_K rows */
 static inline void dot4_k45(const uint8_t *w, const em_act *a, int32_t m0, float *out, int bytes,
                             int five) {
@@ -89,8 +81,9 @@ static inline void dot4_k45(const uint8_t *w, const em_act *a, int32_t m0, float
     const __m256i low4 = _mm256_set1_epi8(0x0f), one8 = _mm256_set1_epi8(1);
     for (int b = 0; b < nb; b++) {
         const uint8_t *p = w + bytes * b, *qh = p + 16, *qs = p + (five ? 48 : 16);
-        int sc[8], mn[8];
-        for (int j = 0; j < 8; j++) scale_min(j, p + 4, &sc[j], &mn[j]);
+        uint32_t u[4];
+        em_k4_scales(p + 4, u);
+        const __m256i table = em_k4_scale_table(u);
         __m256i sumi[NR];
         for (int r = 0; r < NR; r++) sumi[r] = _mm256_setzero_si256();
         const __m256i hb = five ? em_load32(qh) : _mm256_setzero_si256();
@@ -104,8 +97,7 @@ static inline void dot4_k45(const uint8_t *w, const em_act *a, int32_t m0, float
                 lo = _mm256_or_si256(lo, _mm256_slli_epi16(h0, 4));
                 hi = _mm256_or_si256(hi, _mm256_slli_epi16(h1, 4));
             }
-            const __m256i s0 = _mm256_set1_epi16((short)sc[2 * c]);
-            const __m256i s1 = _mm256_set1_epi16((short)sc[2 * c + 1]);
+            const __m256i s0 = em_k4_scale(table, 2 * c), s1 = em_k4_scale(table, 2 * c + 1);
             for (int r = 0; r < NR; r++) {
                 const int8_t *xb = a->q256 + (size_t)(m0 + r) * a->k + 256 * b + 64 * c;
                 __m256i pl = _mm256_maddubs_epi16(lo, em_load32(xb));
@@ -115,8 +107,7 @@ static inline void dot4_k45(const uint8_t *w, const em_act *a, int32_t m0, float
             }
         }
         const float d = f16(p), dmin = f16(p + 2);
-        const __m256i mins =
-            _mm256_setr_epi32(mn[0], mn[1], mn[2], mn[3], mn[4], mn[5], mn[6], mn[7]);
+        const __m256i mins = em_k4_mins(u);
         for (int r = 0; r < NR; r++) {
             const size_t m = (size_t)(m0 + r);
             const float dx = a->d256[m * nb + b];
@@ -146,6 +137,7 @@ static void dot4_q6_k(const uint8_t *w, const em_act *a, int32_t m0, float *out)
     for (int b = 0; b < nb; b++) {
         const uint8_t *p = w + 210 * b, *ql = p, *qh = p + 128;
         const int8_t *sc = (const int8_t *)(p + 192);
+        const __m128i sc8 = _mm_loadu_si128((const __m128i *)sc);
         __m256i sumi[NR];
         for (int r = 0; r < NR; r++) sumi[r] = _mm256_setzero_si256();
         for (int n = 0; n < 2; n++) {
@@ -158,9 +150,7 @@ static void dot4_q6_k(const uint8_t *w, const em_act *a, int32_t m0, float *out)
             for (int s = 0; s < 4; s++) {
                 const __m256i hs = _mm256_and_si256(_mm256_srli_epi16(h, 2 * s), three);
                 const __m256i qs = _mm256_or_si256(lows[s], _mm256_slli_epi16(hs, 4));
-                const int8_t *sg = sc + 8 * n + 2 * s;
-                const __m256i scv = _mm256_insertf128_si256(
-                    _mm256_castsi128_si256(_mm_set1_epi16(sg[0])), _mm_set1_epi16(sg[1]), 1);
+                const __m256i scv = em_q6_scale(sc8, 4 * n + s);
                 for (int r = 0; r < NR; r++) {
                     const int8_t *xb = a->q256 + (size_t)(m0 + r) * a->k + 256 * b + 128 * n + 32 * s;
                     __m256i pr = _mm256_maddubs_epi16(qs, em_load32(xb));
@@ -169,8 +159,7 @@ static void dot4_q6_k(const uint8_t *w, const em_act *a, int32_t m0, float *out)
             }
         }
         const float dw = f16(p + 208);
-        const __m256i sc32 = _mm256_slli_epi16(
-            _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc)), 5); /* the +32 offset */
+        const __m256i sc32 = _mm256_slli_epi16(_mm256_cvtepi8_epi16(sc8), 5); /* the +32 offset */
         for (int r = 0; r < NR; r++) {
             const size_t m = (size_t)(m0 + r);
             const float d = dw * a->d256[m * nb + b];
