@@ -98,7 +98,6 @@ class DecoderLayer(nn.Module):
             y = w.post_ffn_norm(y)
         return x + y
 
-
     def ffn(self, h: torch.Tensor) -> torch.Tensor:  # (N, hidden) normed -> (N, hidden)
         """The gated MLP, or the routed experts of a MoE layer."""
         w = self.w

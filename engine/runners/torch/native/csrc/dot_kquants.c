@@ -140,15 +140,15 @@ float em_dot_q6_k(const uint8_t *w, const em_act *a, int32_t m) {
 #else
     float acc = 0.0f;
 #endif
+    float corr = 0.0f;
     for (int b = 0; b < nb; b++) {
         const uint8_t *p = w + 210 * b, *ql = p, *qh = p + 128;
         const int8_t *sc = (const int8_t *)(p + 192), *xb = x + 256 * b;
         const int16_t *bsb = bs + 16 * b;
         const float d = f16(p + 208) * dx[b];
-#ifndef EM_AVX2
-        int sub = 0; /* the codes are stored + 32: taken off the integer sum */
+        int sub = 0;
         for (int g = 0; g < 16; g++) sub += sc[g] * bsb[g];
-#endif
+        corr += d * (float)(32 * sub); /* the codes are stored + 32 */
 #ifdef EM_AVX2
         const __m128i sc8 = _mm_loadu_si128((const __m128i *)sc);
         __m256i sumi = _mm256_setzero_si256();
@@ -167,9 +167,6 @@ float em_dot_q6_k(const uint8_t *w, const em_act *a, int32_t m) {
                 sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(pr, em_q6_scale(sc8, 4 * n + s)));
             }
         }
-        /* the codes are stored + 32: lane i loses 32 (sc[2i] bs[2i] + sc[2i + 1] bs[2i + 1]) */
-        sumi = _mm256_sub_epi32(sumi, _mm256_madd_epi16(em_load32(bsb),
-                                                        _mm256_slli_epi16(_mm256_cvtepi8_epi16(sc8), 5)));
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
 #elif defined(EM_NEON)
         int sumi = 0;
@@ -188,7 +185,7 @@ float em_dot_q6_k(const uint8_t *w, const em_act *a, int32_t m) {
                 }
             }
         }
-        acc += d * (float)(sumi - 32 * sub);
+        acc += d * (float)sumi;
 #else
         int sumi = 0;
         for (int n = 0; n < 2; n++) {
@@ -200,12 +197,12 @@ float em_dot_q6_k(const uint8_t *w, const em_act *a, int32_t m) {
                 }
             }
         }
-        acc += d * (float)(sumi - 32 * sub);
+        acc += d * (float)sumi;
 #endif
     }
 #ifdef EM_AVX2
-    return em_hsum(acc);
+    return em_hsum(acc) - corr;
 #else
-    return acc;
+    return acc - corr;
 #endif
 }

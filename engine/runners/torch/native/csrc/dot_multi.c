@@ -131,7 +131,7 @@ static void dot4_q5_k(const uint8_t *w, const em_act *a, int32_t m0, float *out)
 static void dot4_q6_k(const uint8_t *w, const em_act *a, int32_t m0, float *out) {
     const int nb = a->k / 256;
     __m256 acc[NR];
-    const float zero[NR] = {0};
+    float corr[NR] = {0};
     for (int r = 0; r < NR; r++) acc[r] = _mm256_setzero_ps();
     const __m256i low4 = _mm256_set1_epi8(0x0f), three = _mm256_set1_epi8(3);
     for (int b = 0; b < nb; b++) {
@@ -159,17 +159,17 @@ static void dot4_q6_k(const uint8_t *w, const em_act *a, int32_t m0, float *out)
             }
         }
         const float dw = f16(p + 208);
-        const __m256i sc32 = _mm256_slli_epi16(_mm256_cvtepi8_epi16(sc8), 5); /* the +32 offset */
         for (int r = 0; r < NR; r++) {
             const size_t m = (size_t)(m0 + r);
             const float d = dw * a->d256[m * nb + b];
-            const __m256i off =
-                _mm256_madd_epi16(em_load32(a->bsum256 + m * (a->k / 16) + 16 * b), sc32);
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d),
-                                     _mm256_cvtepi32_ps(_mm256_sub_epi32(sumi[r], off)), acc[r]);
+            const int16_t *bs = a->bsum256 + m * (a->k / 16) + 16 * b;
+            int sub = 0;
+            for (int g = 0; g < 16; g++) sub += sc[g] * bs[g];
+            corr[r] += d * (float)(32 * sub); /* the codes are stored + 32 */
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
         }
     }
-    store(acc, zero, out);
+    store(acc, corr, out);
 }
 #endif
 

@@ -116,6 +116,8 @@ int em_linear_forward(const em_linear *w, const float *x, int64_t ldx, int32_t m
 void em_dequant_rows(const em_mat *w, int64_t row0, int64_t n_rows, float *out,
                      int32_t n_threads);
 void em_gather_rows(const em_mat *w, const int32_t *ids, int32_t n, float *out, float scale);
+void em_set_gemm_min_rows(int32_t n); /* linear.c: tiled matmul from this many activation rows */
+int32_t em_gemm_min_rows(void);
 int em_forward(const em_model *m, const em_step *s, float *logits);
 
 /* internal, shared between files */

@@ -10,8 +10,8 @@
  * Two families:
  *   super (Q4_K, Q5_K, Q6_K against q8_K rows): unsigned codes q (< 64), an int16 scale per
  *     pair of values, per 256-block a float d (and dmin) and an int16 multiplier per 16 values
- *     of the activations' code sums (Q4_K/Q5_K: the 6-bit min, weighed by dmin; Q6_K: 32 sc,
- *     the codes' +32 offset, taken off the integer sum).
+ *     of the activations' code sums (Q4_K/Q5_K: the 6-bit min, weighed by dmin; Q6_K: the
+ *     scale, for the codes' +32 offset, taken off in float as the one-row dot does).
  *   b32 (Q4_0, Q5_0, Q8_0 against q8_0 rows): signed codes w (offset removed) and |w|, a float
  *     d per 32 values.
  */

@@ -73,7 +73,7 @@ static void row_k45(const uint8_t *row, int32_t k, int five, uint8_t *q, int16_t
     }
 }
 
-/* Q6_K: codes 0..63 (stored + 32), sc = the signed scale of each 16, mv = 32 sc */
+/* Q6_K: codes 0..63 (stored + 32), sc = the signed scale of each 16, mv = sc (for the offset) */
 static void row_q6k(const uint8_t *row, int32_t k, uint8_t *q, int16_t *sc, int16_t *mv,
                     float *d) {
     for (int32_t b = 0; b < k / 256; b++) {
@@ -101,7 +101,7 @@ static void row_q6k(const uint8_t *row, int32_t k, uint8_t *q, int16_t *sc, int1
                                 _mm256_insertf128_si256(_mm256_castsi128_si256(_mm_set1_epi16(s[2 * j])),
                                                         _mm_set1_epi16(s[2 * j + 1]), 1));
         const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)s));
-        _mm256_storeu_si256((__m256i *)(mv + 16 * b), _mm256_slli_epi16(s16, 5));
+        _mm256_storeu_si256((__m256i *)(mv + 16 * b), s16);
 #else
         for (int n = 0; n < 2; n++) {
             for (int t = 0; t < 4; t++) {
@@ -115,7 +115,7 @@ static void row_q6k(const uint8_t *row, int32_t k, uint8_t *q, int16_t *sc, int1
         }
         for (int g = 0; g < 16; g++) {
             for (int i = 0; i < 8; i++) sc[128 * b + 8 * g + i] = s[g];
-            mv[16 * b + g] = (int16_t)(32 * s[g]);
+            mv[16 * b + g] = s[g];
         }
 #endif
     }

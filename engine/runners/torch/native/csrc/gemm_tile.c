@@ -25,11 +25,18 @@ ALWAYS __m256i dot_mag(__m256i mag, __m256i sx) {
 #endif
 }
 
+ALWAYS int hsum_i32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    return _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1)));
+}
+
 /* Q4_K/Q5_K (q6 = 0) and Q6_K (q6 = 1) */
 ALWAYS void super_tile(const em_gtile *t, int32_t r0, const em_act *a, int32_t t0, float *out,
                        const int NR, const int NT, const int q6) {
     const int32_t k = t->k, nb = k / 256;
     __m256 acc[2][4];
+    float corr[2][4] = {{0}};
     for (int r = 0; r < NR; r++)
         for (int j = 0; j < NT; j++) acc[r][j] = _mm256_setzero_ps();
     for (int32_t b = 0; b < nb; b++) {
@@ -53,24 +60,21 @@ ALWAYS void super_tile(const em_gtile *t, int32_t r0, const em_act *a, int32_t t
             const float d = t->d[(int64_t)(r0 + r) * nb + b];
             const float dmin = q6 ? 0.0f : t->dmin[(int64_t)(r0 + r) * nb + b];
             for (int j = 0; j < NT; j++) {
-                const __m256i corr =
+                const __m256i lanes =
                     _mm256_madd_epi16(em_load32(ROW(a->bsum256, t0 + j, k / 16) + 16 * b), mv);
                 const float dx = a->d256[(int64_t)(t0 + j) * nb + b];
-                if (q6) {
-                    acc[r][j] = _mm256_fmadd_ps(_mm256_set1_ps(d * dx),
-                                                _mm256_cvtepi32_ps(_mm256_sub_epi32(sum[r][j], corr)),
-                                                acc[r][j]);
-                } else {
-                    acc[r][j] = _mm256_fmadd_ps(_mm256_set1_ps(d * dx),
-                                                _mm256_cvtepi32_ps(sum[r][j]), acc[r][j]);
+                acc[r][j] = _mm256_fmadd_ps(_mm256_set1_ps(d * dx),
+                                            _mm256_cvtepi32_ps(sum[r][j]), acc[r][j]);
+                if (q6) /* the codes' +32, in float per block like the one-row dot */
+                    corr[r][j] += d * dx * (float)(32 * hsum_i32(lanes));
+                else
                     acc[r][j] = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * dx),
-                                                 _mm256_cvtepi32_ps(corr), acc[r][j]);
-                }
+                                                 _mm256_cvtepi32_ps(lanes), acc[r][j]);
             }
         }
     }
     for (int r = 0; r < NR; r++)
-        for (int j = 0; j < NT; j++) out[r * NT + j] = em_hsum(acc[r][j]);
+        for (int j = 0; j < NT; j++) out[r * NT + j] = em_hsum(acc[r][j]) - corr[r][j];
 }
 
 /* Q4_0/Q5_0/Q8_0 */
@@ -155,14 +159,13 @@ static float super_one(const em_gtile *t, int32_t r, const em_act *a, int32_t m)
             corr += mv[16 * b + g] * bs[16 * b + g];
         }
         const float dx = a->d256[(int64_t)m * nb + b], d = t->d[(int64_t)r * nb + b];
-        if (t->kind == EM_G_Q6K) {
-            acc += d * dx * (float)(sumi - corr);
-        } else {
-            acc += d * dx * (float)sumi;
+        acc += d * dx * (float)sumi;
+        if (t->kind == EM_G_Q6K) /* the codes' +32 */
+            mins += d * dx * (float)(32 * corr);
+        else
             mins += t->dmin[(int64_t)r * nb + b] * dx * (float)corr;
-        }
     }
-    return t->kind == EM_G_Q6K ? acc : acc - mins;
+    return acc - mins;
 }
 
 static float b32_one(const em_gtile *t, int32_t r, const em_act *a, int32_t m) {

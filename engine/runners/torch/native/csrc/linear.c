@@ -6,6 +6,7 @@
  * therefore prefetches its own rows PREFETCH_AHEAD bytes before the dot products reach them
  * (measured on the starter model, 2 threads: decode 0.91x -> 0.99x llama.cpp's, paired in one
  * process; 6 KiB ahead was no better than none, 3-4 KiB best). */
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "ember_native.h"
@@ -56,11 +57,14 @@ const char *em_features(void) {
 
 int em_abi_version(void) { return EM_ABI_VERSION; }
 
-int em_gemm_min_rows = 1 << 30;
-void em_set_gemm_min_rows(int n) { em_gemm_min_rows = n; }
+/* from how many activation rows em_linear_rows runs the tiled matmul (gemm.c; the same results
+ * bit for bit): the runner sets the crossover it measured on this machine (choice.py) */
+static _Atomic int32_t gemm_min_rows = 16;
+void em_set_gemm_min_rows(int32_t n) { atomic_store_explicit(&gemm_min_rows, n, memory_order_relaxed); }
+int32_t em_gemm_min_rows(void) { return atomic_load_explicit(&gemm_min_rows, memory_order_relaxed); }
 
 void em_linear_rows(const em_linear *w, const em_act *a, float *y, int64_t ldy, em_team *T) {
-    if (a->m >= em_gemm_min_rows && em_gemm_ok(w)) {
+    if (a->m >= em_gemm_min_rows() && em_gemm_ok(w)) {
         em_gemm_rows(w, a, y, ldy, T);
         return;
     }
