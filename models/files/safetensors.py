@@ -153,6 +153,13 @@ class SafetensorsModel:
                 f"{self.folder.name}: architecture {self.architecture!r} is not supported "
                 f"(supported: {', '.join(SUPPORTED_ARCHS)})"
             )
+        quant = self.config.get("quantization_config")
+        if quant is not None:  # e.g. Ministral 3's FP8 weights need their scales applied
+            method = quant.get("quant_method", "quantized") if isinstance(quant, dict) else "?"
+            raise ModelFileError(
+                f"{self.folder.name}/config.json: quantization_config: {method} checkpoints "
+                "are not supported by the torch runner (use a bf16/fp16/fp32 checkpoint or GGUF)"
+            )
         return self.hparams
 
     @property
@@ -233,5 +240,3 @@ def open_safetensors(folder: str | Path) -> SafetensorsModel:
     if not folder.is_dir():
         raise ModelFileError(f"{folder}: no such folder")
     return SafetensorsModel(folder)
-
-

@@ -13,6 +13,7 @@ import importlib.util
 import threading
 from collections.abc import Iterator
 from contextlib import ExitStack
+from typing import cast
 
 import pytest
 
@@ -28,6 +29,7 @@ from ember.engine.api import (
 )
 from ember.engine.load import load_engine
 from tests.conftest import PACKED_CACHE_DIR
+from tests.fixtures.tiny_families import FAMILY_ARCHS
 
 QUESTION = (ChatMessage("user", "Name three colours of the rainbow."),)
 HAS_TORCH_RUNNER = importlib.util.find_spec("ember.engine.runners.torch.runner") is not None
@@ -45,6 +47,16 @@ BACKENDS = [
     ),
     pytest.param("remote", marks=pytest.mark.model),
 ]
+# the dense families' tiny models (tests/fixtures/tiny_families.py) on the torch runner, each
+# through load_engine with its own chat template and tokenizer
+FAMILY_BACKENDS = [
+    pytest.param(
+        f"torch-{arch}",
+        marks=pytest.mark.skipif(not HAS_TORCH_RUNNER, reason="torch runner not present"),
+    )
+    for arch in FAMILY_ARCHS
+]
+BACKENDS += FAMILY_BACKENDS
 
 
 def _local(model: ModelFiles | None, runner: str) -> Backend:
@@ -86,10 +98,18 @@ def backend(
             backends[name] = ScriptedBackend("scripted", words, delay_s=0.001)
         elif name == "remote":
             backends[name] = _remote(request.getfixturevalue("starter_files"), backends, stack)
+        elif name.startswith("torch-"):
+            backends[name] = _local(_family_files(request, name.removeprefix("torch-")), "torch")
         else:
             backends[name] = _local(request.getfixturevalue("starter_files"), name)
         stack.callback(backends[name].close)
     return backends[name]
+
+
+def _family_files(request: pytest.FixtureRequest, arch: str) -> ModelFiles:
+    """A family's tiny Q8_0 GGUF as app resolves it."""
+    path = request.getfixturevalue("tiny_models").gguf(arch, "Q8_0")
+    return cast("ModelFiles", request.getfixturevalue("model_files")(path))
 
 
 def _remote(model: ModelFiles, backends: dict[str, Backend], stack: ExitStack) -> Backend:
@@ -199,3 +219,30 @@ def test_same_model_same_text_on_every_runner(
     assert texts["remote"] == texts["llama.cpp"], texts
     if "torch" in texts:
         assert texts["torch"] == texts["llama.cpp"], texts
+
+
+@pytest.mark.parametrize("arch", FAMILY_ARCHS)
+def test_family_same_text_on_torch_and_llamacpp(
+    request: pytest.FixtureRequest, stack: ExitStack, arch: str
+) -> None:
+    """Each family's tiny model gives the same greedy reply on both local runners."""
+    files = _family_files(request, arch)
+    texts = {}
+    for runner in ("llama.cpp", "torch"):
+        backend = _local(files, runner)
+        stack.callback(backend.close)
+        texts[runner] = collect(backend, ask(max_tokens=8, ignore_eos=True))[1].text
+    assert texts["torch"] == texts["llama.cpp"], texts
+
+
+def test_family_without_a_system_role_still_takes_a_system_prompt(
+    request: pytest.FixtureRequest, stack: ExitStack
+) -> None:
+    """Gemma 2's template refuses a system role; a chat with a system prompt (every OpenAI
+    client's) still gets a reply: the prompt is folded into the first user turn."""
+    backend = _local(_family_files(request, "gemma2"), "torch")
+    stack.callback(backend.close)
+    messages = (ChatMessage("system", "Answer in one word."), *QUESTION)
+    sampling = SamplingParams(temperature=0.0, max_tokens=4, ignore_eos=True)
+    done = collect(backend, GenerationRequest(messages=messages, sampling=sampling))[1]
+    assert done.error == "" and done.stats.generated_tokens == 4

@@ -77,7 +77,10 @@ def load_model(path: Path, gpu_layers: int, use_mmap: bool = True, use_mlock: bo
     params.use_mlock = use_mlock
     model = llama.llama_model_load_from_file(str(path).encode(), params)
     if not model:
-        raise EngineError(f"{path}: llama.cpp could not load this model")
+        from ember.models.text.tokenizers.pre_split import load_failure_reason
+
+        reason = load_failure_reason(path) or "llama.cpp could not load this model"
+        raise EngineError(f"{path}: {reason}")
     return model
 
 

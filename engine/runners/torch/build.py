@@ -54,8 +54,8 @@ def native_ready(src: ModelSource) -> str:
     for name, t in src.tensors.items():
         if len(t.shape) not in (2, 3) or name.endswith("norm.weight"):
             continue  # 3-D: stacked experts, each expert a matrix of the same type
-        if name == "rope_freqs.weight" or name.endswith("ffn_gate_inp.weight"):
-            continue  # routers run in float32 torch (experts.py)
+        if name.startswith("rope_") or name.endswith("ffn_gate_inp.weight"):
+            continue  # RoPE factors are vectors; routers run in float32 torch (experts.py)
         if t.qtype not in NATIVE_TYPES or t.shape[-1] % BLOCK_COLS.get(t.qtype, 1):
             return f"{name}: GGML type {t.qtype} has no native kernel"
     return ""
@@ -147,12 +147,18 @@ class _Builder:
         if cfg.unpermute_qk:
             permute = {p + "attn_q": cfg.n_heads, p + "attn_k": cfg.n_kv_heads}
         moe = cfg.n_experts > 0
+        # phi3 stores q|k|v as one attn_qkv tensor and gate|up as one ffn_up (gate rows first):
+        # the same fused rows our linears build from the separate tensors of other families
+        qkv = [p + "attn_qkv"] if self.has(p + "attn_qkv.weight") else [p + n for n in _QKV]
+        gate_up = (
+            [p + "ffn_gate", p + "ffn_up"] if self.has(p + "ffn_gate.weight") else [p + "ffn_up"]
+        )
         w = LayerWeights(
             attn_norm=self.norm(p + "attn_norm.weight"),
-            qkv=self.linear([p + "attn_q", p + "attn_k", p + "attn_v"], fmt, permute),
+            qkv=self.linear(qkv, fmt, permute),
             o_proj=self.linear([p + "attn_output"], fmt),
             ffn_norm=self.norm(p + "ffn_norm.weight"),
-            gate_up=None if moe else self.linear([p + "ffn_gate", p + "ffn_up"], fmt),
+            gate_up=None if moe else self.linear(gate_up, fmt),
             down=None if moe else self.linear([p + "ffn_down"], fmt),
         )
         if moe:
@@ -204,6 +210,9 @@ class _Builder:
             "token_embd" if self.cfg.tie_embeddings or not self.has("output.weight") else "output"
         )
         return self.linear([name], self.opts.head_format)
+
+
+_QKV = ("attn_q", "attn_k", "attn_v")
 
 
 def _row_fix(n_heads: int | None) -> RowFix | None:

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ember.engine.runners.torch.arch.spec import ArchSpec
     from ember.models.files.hparams.hparams import ModelHParams
 
-ROPE_KINDS = ("none", "linear", "dynamic", "yarn", "llama3")  # ModelHParams' RopeScaling.kind
+ROPE_KINDS = ("none", "linear", "dynamic", "yarn", "llama3", "longrope")  # RopeScaling.kind
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,10 @@ class RopeParams:
     high_freq_factor: float = 4.0  # llama3
     beta_fast: float = 32.0  # yarn
     beta_slow: float = 1.0  # yarn
-    attn_factor: float | None = None  # yarn: cos/sin multiplier (None: 0.1 ln(factor) + 1)
+    attn_factor: float | None = None  # yarn/longrope: cos/sin multiplier (None: the default)
+    mscale: float | None = None  # yarn: with mscale_all_dim, the default is their mscales' ratio
+    mscale_all_dim: float | None = None
+    attn_multiplier: float = 1.0  # cos/sin multiplied on top (GGUF rope.scaling.attn_factor)
 
     def __post_init__(self) -> None:
         if self.kind not in ROPE_KINDS:
@@ -76,6 +79,9 @@ class ModelConfig:
     attn_softcap: float | None = None
     final_softcap: float | None = None
     tie_embeddings: bool = False
+    rotary_dim: int = 0  # dims of each head RoPE rotates (the first ones); 0 = head_dim
+    layer_rope: tuple[bool, ...] = ()  # per layer: rotates q/k at all; empty = every layer
+    attn_temperature: tuple[float, int] | None = None  # mistral3: (scale, length), see ropes.py
     unpermute_qk: bool = False  # GGUF llama: undo the converter's Q/K row permutation at load
     n_experts: int = 0  # MoE: experts per layer (0 = a dense FFN)
     n_experts_used: int = 0  # experts chosen per token
@@ -90,6 +96,10 @@ class ModelConfig:
             raise EngineError(f"{self.arch}: n_kv_heads {self.n_kv_heads} must divide n_heads")
         if self.layer_sliding and len(self.layer_sliding) != self.n_layers:
             raise EngineError(f"{self.arch}: layer_sliding needs one entry per layer")
+        if self.layer_rope and len(self.layer_rope) != self.n_layers:
+            raise EngineError(f"{self.arch}: layer_rope needs one entry per layer")
+        if self.rotary_dim % 2 or not 0 <= self.rotary_dim <= self.head_dim:
+            raise EngineError(f"{self.arch}: rotary_dim {self.rotary_dim} of {self.head_dim}")
         if any(self.layer_sliding) and not self.sliding_window:
             raise EngineError(f"{self.arch}: sliding layers need a sliding_window")
         if self.n_experts and not 0 < self.n_experts_used <= self.n_experts:
@@ -108,7 +118,16 @@ class ModelConfig:
         """Whether layer `layer` attends only to the last sliding_window tokens."""
         return bool(self.layer_sliding) and self.layer_sliding[layer]
 
-    def layer_rope(self, layer: int) -> RopeParams:
+    @property
+    def rope_dim(self) -> int:
+        """Dimensions of each q/k head that RoPE rotates."""
+        return self.rotary_dim or self.head_dim
+
+    def uses_rope(self, layer: int) -> bool:
+        """Whether layer `layer` rotates q and k (smollm3's NoPE layers do not)."""
+        return not self.layer_rope or self.layer_rope[layer]
+
+    def rope_of(self, layer: int) -> RopeParams:
         """The RoPE flavour of one layer."""
         if self.rope_local is not None and self.is_sliding(layer):
             return self.rope_local
@@ -138,6 +157,9 @@ def _rope(hp: ModelHParams) -> RopeParams:
         factor=s.factor,
         original_context=s.original_context_length,
         attn_factor=s.attn_factor,
+        mscale=s.mscale,
+        mscale_all_dim=s.mscale_all_dim,
+        attn_multiplier=s.attn_multiplier,
         **knobs,
     )
 
@@ -150,6 +172,10 @@ def model_config(hp: ModelHParams, spec: ArchSpec) -> ModelConfig:
             "the torch runner needs them equal"
         )
     sliding = tuple(hp.is_sliding(i) for i in range(hp.n_layers))
+    rotates = tuple(hp.uses_rope(i) for i in range(hp.n_layers))
+    temperature = None
+    if hp.attn_temperature_scale is not None and hp.attn_temperature_length is not None:
+        temperature = (hp.attn_temperature_scale, hp.attn_temperature_length)
     return ModelConfig(
         arch=hp.architecture,
         n_layers=hp.n_layers,
@@ -175,6 +201,9 @@ def model_config(hp: ModelHParams, spec: ArchSpec) -> ModelConfig:
         attn_softcap=hp.attn_logit_softcap,
         final_softcap=hp.final_logit_softcap,
         tie_embeddings=hp.tie_embeddings,
+        rotary_dim=hp.rotary_dim,
+        layer_rope=() if all(rotates) else rotates,
+        attn_temperature=temperature,
         unpermute_qk=hp.rope_interleaved,
         n_experts=hp.n_experts,
         n_experts_used=hp.n_experts_used,

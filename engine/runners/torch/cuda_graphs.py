@@ -21,8 +21,8 @@ import numpy as np
 import torch
 
 from ember.engine.runners.torch.layers.decode_attention import DecodeTables
-from ember.engine.runners.torch.layers.rope import signed_sin
 from ember.engine.runners.torch.model import StepContext
+from ember.engine.runners.torch.ropes import query_temperature, step_tables
 
 if TYPE_CHECKING:
     from ember.engine.runners.base import SeqStep
@@ -140,11 +140,9 @@ class DecodeGraphs:
 
     def _run(self, g: _Graph) -> torch.Tensor:
         runner = self.runner
-        rope = {}
-        for sliding, r in runner.ropes.items():
-            cos, sin = r.cos_sin(g.positions)
-            rope[sliding] = (cos, signed_sin(sin))
-        ctx = StepContext(g.slots, [], {}, rope, decode=g.tables)
+        rope = step_tables(runner.ropes, g.positions)
+        q_scale = query_temperature(runner.cfg, g.positions)
+        ctx = StepContext(g.slots, [], {}, rope, decode=g.tables, q_scale=q_scale)
         rows = torch.arange(g.ids.shape[0], device=runner.device)
         return runner.model(g.ids, ctx, runner._store(), rows)
 

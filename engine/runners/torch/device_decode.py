@@ -14,8 +14,8 @@ import torch
 
 from ember.engine.errors import EngineError
 from ember.engine.runners.torch.cuda_graphs import decode_tables, table_widths
-from ember.engine.runners.torch.layers.rope import signed_sin
 from ember.engine.runners.torch.model import StepContext
+from ember.engine.runners.torch.ropes import query_temperature, step_tables
 
 if TYPE_CHECKING:
     from ember.engine.runners.base import SeqStep
@@ -43,12 +43,10 @@ def decode_batch(runner: TorchRunner, steps: list[SeqStep]) -> list[np.ndarray]:
         dtype=torch.int64,
         device=dev,
     )
-    rope = {}
-    for sliding, r in runner.ropes.items():
-        cos, sin = r.cos_sin(positions)
-        rope[sliding] = (cos, signed_sin(sin))
+    rope = step_tables(runner.ropes, positions)
     ids = torch.tensor([s.token_ids[0] for s in steps], dtype=torch.int64, device=dev)
-    ctx = StepContext(slots, [], {}, rope, decode=tables)
+    q_scale = query_temperature(runner.cfg, positions)
+    ctx = StepContext(slots, [], {}, rope, decode=tables, q_scale=q_scale)
     with torch.inference_mode():
         rows = torch.arange(len(steps), device=dev)
         logits = runner.model(ids, ctx, kv, rows).cpu().numpy()

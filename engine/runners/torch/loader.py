@@ -61,6 +61,10 @@ def _open_gguf(path: Path, digest: str) -> ModelSource:
         name: WeightTensor(name, tuple(t.shape), int(t.qtype), raw=t.raw)
         for name, t in model.tensors.items()
     }
+    if hp.is_moe:  # before any tensor is touched: pages of unchosen experts stay unread
+        from ember.engine.runners.torch.residency import advise_moe
+
+        advise_moe({name: t.raw for name, t in tensors.items()}, path)
     config = model_config(hp, spec)
     return ModelSource(path, "gguf", spec, hp, config, tensors, digest, keepalive=model)
 

@@ -1,4 +1,4 @@
-"""The generic decoder (llama / qwen2 / qwen3 / gemma3 differ only by ModelConfig switches).
+"""The generic decoder (every dense family differs only by ModelConfig switches).
 
 All sequences of a step run as one flat batch of N tokens through the matmuls; attention runs
 per sequence over its own KV blocks.
@@ -36,6 +36,7 @@ class StepContext:
     # when set, spans and plans are unused and attention reads the pools through the tables
     decode: dict[bool, DecodeTables] | None = None
     visible: dict[bool, torch.Tensor] | None = None  # filled by Transformer.forward from decode
+    q_scale: torch.Tensor | None = None  # (N, 1, 1) query temperature by position (mistral3)
 
 
 @dataclass
@@ -61,6 +62,7 @@ class DecoderLayer(nn.Module):
         super().__init__()
         self.index = index
         self.sliding = cfg.is_sliding(index)
+        self.rotates = cfg.uses_rope(index)  # False: a NoPE layer (smollm3's every 4th)
         self.w = w
         self.n_heads, self.n_kv, self.head_dim = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
         self.scale, self.softcap = cfg.scale, cfg.attn_softcap
@@ -75,9 +77,12 @@ class DecoderLayer(nn.Module):
         qk, v = qkv[:, : h + h_kv], qkv[:, h + h_kv :]
         if w.qk_norm is not None:
             qk = w.qk_norm(qk)
-        cos, sin = ctx.rope[self.sliding]
-        qk = apply_rope_signed(qk, cos, sin)  # q and k heads rotated in one pass
+        if self.rotates:
+            cos, sin = ctx.rope[self.sliding]
+            qk = apply_rope_signed(qk, cos, sin)  # q and k heads rotated in one pass
         q, k = qk[:, :h], qk[:, h:]
+        if ctx.q_scale is not None:
+            q = (q.float() * ctx.q_scale).to(q.dtype)
         kv.write(self.index, ctx.slots, k, v)
         if ctx.decode is not None and ctx.visible is not None:
             keys, values = kv.gather_tables(self.index, ctx.decode[self.sliding].blocks)

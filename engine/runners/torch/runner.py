@@ -20,9 +20,10 @@ from ember.engine.runners.torch.device_decode import decode_batch, one_token_ste
 from ember.engine.runners.torch.kv_choice import torch_kv_dtype
 from ember.engine.runners.torch.kv_store import KVStore
 from ember.engine.runners.torch.layers.attention import AttnPlan, make_plan
-from ember.engine.runners.torch.layers.rope import Rope, apply_rope, signed_sin
+from ember.engine.runners.torch.layers.rope import apply_rope
 from ember.engine.runners.torch.loader import ModelSource, open_model
 from ember.engine.runners.torch.model import StepContext, Transformer
+from ember.engine.runners.torch.ropes import build_ropes, query_temperature, step_tables
 
 if TYPE_CHECKING:
     from ember.engine.api import EngineOptions, Progress
@@ -120,12 +121,7 @@ class TorchRunner:
         self.native_linears: list[Any] = []  # their layer linears (em_linear descriptions)
         self.governor: ThreadGovernor | None = None  # CPU: the thread count (load() sets it)
         self._tokenizer: Tokenizer | None = None
-        freq_factors = src.tensors.get("rope_freqs.weight")
-        factors = freq_factors.to_float() if freq_factors is not None else None
-        self.ropes = {
-            sliding: Rope(cfg.layer_rope(_first_layer(cfg, sliding)), cfg.head_dim, device, factors)
-            for sliding in {cfg.is_sliding(i) for i in range(cfg.n_layers)}
-        }
+        self.ropes = build_ropes(src, device)  # rebuilt by init_kv for the cache's size
         self.kv: KVStore | None = None
         self.graphs = DecodeGraphs(self) if cuda_graphs.enabled(self) else None
         self.info = RunnerInfo(
@@ -181,7 +177,7 @@ class TorchRunner:
         with torch.inference_mode():
             model = build_model(src, build, root, kernels, progress)
         native = None
-        if kernels is not None and not src.config.n_experts:  # MoE steps run layer by layer
+        if kernels is not None:
             from ember.engine.runners.torch.native.kernels import mat_of
             from ember.engine.runners.torch.native.model import NativeModel
 
@@ -202,6 +198,7 @@ class TorchRunner:
         self.kv = None
         if self.graphs is not None:
             self.graphs.reset()
+        self.ropes = build_ropes(self.src, self.device, num_blocks * block_size)  # LongRoPE
         cfg = self.cfg
         self.kv = KVStore(
             cfg.n_layers,
@@ -249,11 +246,10 @@ class TorchRunner:
         positions = torch.tensor(
             [p for st in steps for p in st.positions], dtype=torch.int64, device=self.device
         )
-        rope = {s: _signed(r.cos_sin(positions)) for s, r in self.ropes.items()}
+        rope = step_tables(self.ropes, positions)
         slot_t = torch.tensor(slots, dtype=torch.int64, device=self.device)
-        return StepContext(slot_t, spans, plans, rope), torch.tensor(
-            rows, dtype=torch.int64, device=self.device
-        )
+        ctx = StepContext(slot_t, spans, plans, rope, q_scale=query_temperature(cfg, positions))
+        return ctx, torch.tensor(rows, dtype=torch.int64, device=self.device)
 
     def forward(self, batch: ForwardBatch) -> list[np.ndarray]:
         """Per step, float32 logits (num_logits, vocab)."""
@@ -291,6 +287,8 @@ class TorchRunner:
         idx = torch.tensor(block_ids, dtype=torch.int64, device=self.device)
         with torch.inference_mode():
             for layer in range(self.cfg.n_layers):
+                if not self.cfg.uses_rope(layer):
+                    continue  # a NoPE layer's keys carry no position
                 cos, sin = self.ropes[self.cfg.is_sliding(layer)].shift_cos_sin(delta)
                 keys = kv.read_keys(layer, idx)  # (B, bs, Hkv, D) float32
                 rotated = apply_rope(keys.flatten(0, 1), cos, sin).view(keys.shape)
@@ -318,14 +316,6 @@ def kv_bytes_per_token(cfg: Any, kv_dtype: torch.dtype) -> int:
     """K and V bytes per token over all layers (int8: the codes plus a float32 scale per head)."""
     per_head = cfg.head_dim + 4 if kv_dtype == torch.int8 else cfg.head_dim * kv_dtype.itemsize
     return 2 * cfg.n_layers * cfg.n_kv_heads * per_head
-
-
-def _signed(cos_sin: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    return cos_sin[0], signed_sin(cos_sin[1])
-
-
-def _first_layer(cfg: Any, sliding: bool) -> int:
-    return next(i for i in range(cfg.n_layers) if cfg.is_sliding(i) == sliding)
 
 
 def _native_kernels(

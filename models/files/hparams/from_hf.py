@@ -1,4 +1,5 @@
-"""ModelHParams from a Hugging Face config.json (llama, mistral, qwen2, qwen3, qwen3_moe, gemma3).
+"""ModelHParams from a Hugging Face config.json (llama, mistral, qwen2, qwen3, qwen3_moe, gemma3,
+phi3, gemma2, smollm3, ministral3 / mistral3).
 
 Reads both config generations: transformers 4.x (`rope_theta`, `rope_scaling`,
 `rope_local_base_freq`, `sliding_window_pattern`) and 5.x (`rope_parameters`, per layer type for
@@ -17,20 +18,17 @@ from typing import Any
 from ember.models.errors import ModelFileError
 from ember.models.files.fields import REQUIRED, Fields, built
 from ember.models.files.hparams.families import ARCH_BY_CLASS, FAMILIES, Family
+from ember.models.files.hparams.hf_rope import rope_fields, rotary_fields
 from ember.models.files.hparams.hparams import (
     MAX_CONTEXT,
     MAX_DIM,
     MAX_LAYERS,
-    MAX_ROPE_THETA,
     ModelHParams,
-    RopeScaling,
     sliding_pattern,
 )
 
 _ACT = {"silu": "silu", "gelu_pytorch_tanh": "gelu_tanh", "gelu_tanh": "gelu_tanh"}
-_ROPE_TYPES = ("default", "none", "linear", "dynamic", "yarn", "llama3")
 _LAYER_TYPES = ("sliding_attention", "full_attention")
-_KNOB_MAX = 1e6  # RoPE factors and betas: released models use 1..64
 
 
 def hf_architecture(config: dict[str, Any], source: str = "config.json") -> str:
@@ -70,57 +68,6 @@ def _text_fields(config: Fields, family: str) -> tuple[Fields, Family]:
     return text, FAMILIES[text_type]
 
 
-def _rope_type(f: Fields) -> str:
-    key = "type" if f.has("type") and not f.has("rope_type") else "rope_type"
-    kind = f.string(key, "default", choices=_ROPE_TYPES)
-    return "none" if kind == "default" else kind
-
-
-def _scaling(f: Fields | None, context_length: int) -> RopeScaling:
-    """RopeScaling from a rope_scaling / rope_parameters object (transformers' semantics)."""
-    kind = "none" if f is None else _rope_type(f)
-    if f is None or kind == "none":
-        return RopeScaling()
-    # transformers 5.x: original_max_position_embeddings defaults to max_position_embeddings
-    original = f.integer("original_max_position_embeddings", context_length, lo=1, hi=MAX_CONTEXT)
-    return built(
-        f.source,
-        RopeScaling,
-        kind=kind,
-        factor=f.number("factor", positive=True, hi=_KNOB_MAX),
-        original_context_length=original if kind in ("yarn", "llama3", "dynamic") else None,
-        low_freq_factor=f.opt_number("low_freq_factor", positive=True, hi=_KNOB_MAX),
-        high_freq_factor=f.opt_number("high_freq_factor", positive=True, hi=_KNOB_MAX),
-        beta_fast=f.opt_number("beta_fast", positive=True, hi=_KNOB_MAX),
-        beta_slow=f.opt_number("beta_slow", positive=True, hi=_KNOB_MAX),
-        attn_factor=f.opt_number("attention_factor", positive=True, hi=_KNOB_MAX),
-    )
-
-
-def _rope(f: Fields, fam: Family, context: int) -> tuple[float, RopeScaling, float | None]:
-    """(global theta, global scaling, local theta) from either config generation."""
-    params = f.object("rope_parameters")
-    local: Fields | None = None  # where the sliding layers' base is read (gemma3)
-    local_key = "rope_theta"
-    if params is None:  # 4.x: rope_theta, rope_scaling and rope_local_base_freq side by side
-        full, scaling, local, local_key = f, f.object("rope_scaling"), f, "rope_local_base_freq"
-    elif params.has("full_attention") or params.has("sliding_attention"):  # 5.x, per layer type
-        if fam.local_theta is None:
-            raise params.error("sliding_attention", f"per-layer-type RoPE is not {fam.arch}'s")
-        empty = Fields({}, f.source, f"{params.prefix}full_attention.")
-        full = scaling = params.object("full_attention") or empty
-        local = params.object("sliding_attention")
-        if local is not None and _rope_type(local) != "none":
-            raise local.error("rope_type", "scaled RoPE on sliding layers is not supported")
-    else:  # 5.x, one set for every layer
-        full = scaling = params
-    theta = full.number("rope_theta", fam.rope_theta, lo=1.0, hi=MAX_ROPE_THETA)
-    local_theta = fam.local_theta
-    if local is not None and local_theta is not None:  # only gemma3 rotates sliding layers apart
-        local_theta = local.number(local_key, local_theta, lo=1.0, hi=MAX_ROPE_THETA)
-    return theta, _scaling(scaling, context), local_theta
-
-
 def _layer_sliding(f: Fields, fam: Family, n_layers: int) -> list[bool] | None:
     """Which layers slide, from layer_types or the family's rule (None: no per-layer rule)."""
     types = f.array("layer_types")
@@ -144,6 +91,10 @@ def _layer_sliding(f: Fields, fam: Family, n_layers: int) -> list[bool] | None:
 def _sliding(f: Fields, fam: Family, n_layers: int) -> tuple[int | None, int | None]:
     """(sliding_window, every-Nth-layer-global pattern) as transformers sets them up."""
     if fam.sliding == "none":
+        return None, None
+    if fam.sliding == "refused":
+        if f.boolean("use_sliding_window", False):
+            raise f.error("use_sliding_window", f"sliding layers of {fam.arch} are not supported")
         return None, None
     window = f.opt_integer("sliding_window", fam.sliding_window, lo=1, hi=MAX_CONTEXT)
     declared = f.opt_integer("_sliding_window_pattern", fam.sliding_pattern, lo=1, hi=MAX_LAYERS)
@@ -213,9 +164,9 @@ def from_hf_config(config: dict[str, Any], source: str = "config.json") -> Model
         raise f.error("use_bidirectional_attention", "bidirectional models are not supported")
     sizes = _sizes(f, fam)
     context = f.integer("max_position_embeddings", fam.context, lo=1, hi=MAX_CONTEXT)
-    theta, scaling, local_theta = _rope(f, fam, context)
+    theta, scaling, local_theta, rope = rope_fields(f, fam, context)
     window, pattern = _sliding(f, fam, sizes["n_layers"])
-    act_key = "hidden_activation" if fam.arch == "gemma3" else "hidden_act"
+    act_key = "hidden_activation" if fam.arch in ("gemma2", "gemma3") else "hidden_act"
     attention_bias = fam.reads_attention_bias and f.boolean("attention_bias", False)
     tied = f.boolean("tie_word_embeddings", fam.tie)
     return built(
@@ -231,8 +182,10 @@ def from_hf_config(config: dict[str, Any], source: str = "config.json") -> Model
         rope_local_theta=local_theta,
         sliding_window=window,
         sliding_window_pattern=pattern if window is not None else None,
-        attn_logit_softcap=f.opt_number("attn_logit_softcapping", positive=True),
-        final_logit_softcap=f.opt_number("final_logit_softcapping", positive=True),
+        attn_logit_softcap=f.opt_number("attn_logit_softcapping", fam.attn_softcap, positive=True),
+        final_logit_softcap=f.opt_number(
+            "final_logit_softcapping", fam.final_softcap, positive=True
+        ),
         tie_embeddings=outer.boolean("tie_word_embeddings", tied) if f is not outer else tied,
         qkv_bias=fam.arch == "qwen2" or attention_bias,
         attn_output_bias=attention_bias,
@@ -242,7 +195,8 @@ def from_hf_config(config: dict[str, Any], source: str = "config.json") -> Model
             "query_pre_attn_scalar", fam.query_pre_attn_scalar, positive=True, hi=1e9
         ),
         hidden_act=_ACT[f.string(act_key, fam.act, choices=tuple(_ACT))],
-        norm_weight_offset=1.0 if fam.arch == "gemma3" else 0.0,
+        norm_weight_offset=fam.norm_offset,
         rope_interleaved=False,
+        **rotary_fields(f, rope, fam, sizes, scaling),
         **_experts(f, fam),
     )

@@ -4,8 +4,8 @@ Built by from_gguf.py (`from_gguf(metadata, n_tokens, tensor_shapes, source)`) a
 (`from_hf_config(config, source)`), which import this module.
 
 Public API:
-    RopeScaling           frozen dataclass: kind ("none"/"linear"/"yarn"/"llama3"/"dynamic"), factor,
-                          original_context_length, yarn/llama3 parameters
+    RopeScaling           (rope.py) kind ("none"/"linear"/"yarn"/"llama3"/"dynamic"/"longrope"),
+                          factor, original_context_length, each kind's parameters
     ModelHParams          frozen dataclass, validated at construction (ModelFileError names the field)
     SUPPORTED_ARCHS       architectures the torch runner implements
     sliding_pattern(layers, declared) -> int | None   every-Nth-layer-global pattern of a layout
@@ -21,8 +21,14 @@ Conventions the runners rely on:
   output projection and the three MLP projections (llama's attention_bias / mlp_bias).
 - norm_weight_offset: RMSNorm computes x * (offset + w). HF gemma3 checkpoints store w - 1
   (offset 1.0); llama.cpp's converter already adds the 1 into GGUF weights (offset 0.0).
-- GGUF llama files store Q/K rows permuted for interleaved RoPE (rope_interleaved=True); HF and the
-  other GGUF architectures use the NeoX half-split layout.
+- GGUF llama, smollm3 and mistral3 files store Q/K rows permuted for interleaved RoPE
+  (rope_interleaved=True); HF and the other GGUF architectures use the NeoX half-split layout.
+- RoPE rotates the first rotary_dim dimensions of each head (rope_dim; Phi-4-mini: 96 of 128,
+  transformers' partial_rotary_factor), the rest pass through. Layer i rotates at all iff
+  `uses_rope(i)`: smollm3 leaves every nope_layer_interval-th layer without positions (NoPE).
+- attn_temperature_scale (mistral3, transformers' llama_4_scaling_beta) multiplies each query at
+  position p by 1 + scale * ln(1 + floor(p / attn_temperature_length)) after RoPE.
+- phi3 keeps q|k|v in one attn_qkv tensor and gate|up in one ffn_up tensor (tensors.py).
 - Mixture of experts (MOE_ARCHS): n_experts experts of width expert_ffn_size per layer, the
   router picks n_experts_used per token (softmax over all experts, then top-k); with
   norm_topk_prob the chosen weights are renormalised to sum to 1 (llama.cpp always does for
@@ -37,64 +43,12 @@ import math
 from dataclasses import dataclass, field, fields
 
 from ember.models.errors import ModelFileError
+from ember.models.files.hparams.rope import RopeScaling
 
 SUPPORTED_ARCHS: tuple[str, ...] = ("llama", "qwen2", "qwen3", "gemma3", "qwen3moe")
+SUPPORTED_ARCHS += ("phi3", "gemma2", "smollm3", "mistral3")  # dense families of issue 24
 MOE_ARCHS: tuple[str, ...] = ("qwen3moe",)  # every layer's FFN is a routed mixture of experts
-ROPE_KINDS: tuple[str, ...] = ("none", "linear", "yarn", "llama3", "dynamic")
 ACTIVATIONS: tuple[str, ...] = ("silu", "gelu_tanh")
-
-
-@dataclass(frozen=True)
-class RopeScaling:
-    """RoPE context extension: kind, factor, the trained context, and yarn/llama3 knobs."""
-
-    kind: str = "none"
-    factor: float = 1.0
-    original_context_length: int | None = None
-    # llama3 ("rope_type": "llama3")
-    low_freq_factor: float | None = None
-    high_freq_factor: float | None = None
-    # yarn
-    beta_fast: float | None = None
-    beta_slow: float | None = None
-    attn_factor: float | None = None
-
-    def __post_init__(self) -> None:
-        if self.kind not in ROPE_KINDS:
-            raise ModelFileError(f"rope_scaling.kind: unknown RoPE scaling {self.kind!r}")
-        if not (math.isfinite(self.factor) and self.factor > 0):
-            raise ModelFileError(f"rope_scaling.factor: must be > 0, got {self.factor}")
-        if self.kind == "none" and self.factor != 1.0:
-            raise ModelFileError("rope_scaling.factor: must be 1.0 without scaling")
-        if self.original_context_length is not None and self.original_context_length <= 0:
-            raise ModelFileError("rope_scaling.original_context_length: must be > 0")
-        for name in (
-            "low_freq_factor",
-            "high_freq_factor",
-            "beta_fast",
-            "beta_slow",
-            "attn_factor",
-        ):
-            value = getattr(self, name)
-            if value is not None and not (math.isfinite(value) and value > 0):
-                raise ModelFileError(f"rope_scaling.{name}: must be > 0, got {value}")
-        if self.kind == "llama3" and (
-            self.low_freq_factor is None or self.high_freq_factor is None
-        ):
-            raise ModelFileError(
-                "rope_scaling: llama3 scaling needs low_freq_factor and high_freq_factor"
-            )
-        if self.kind in ("llama3", "yarn") and self.original_context_length is None:
-            raise ModelFileError(f"rope_scaling: {self.kind} scaling needs original_context_length")
-        if (
-            self.low_freq_factor is not None
-            and self.high_freq_factor is not None
-            and self.high_freq_factor <= self.low_freq_factor
-        ):  # llama3 interpolates over (high - low): equal factors divide by zero
-            raise ModelFileError(
-                f"rope_scaling.high_freq_factor: must be > low_freq_factor "
-                f"({self.high_freq_factor} <= {self.low_freq_factor})"
-            )
 
 
 _POSITIVE_INTS = (
@@ -149,6 +103,10 @@ class ModelHParams:
     n_experts_used: int = 0  # experts chosen per token (expert_used_count, num_experts_per_tok)
     expert_ffn_size: int = 0  # one expert's hidden width (moe_intermediate_size)
     norm_topk_prob: bool = False  # renormalise the chosen experts' weights to sum to 1
+    rope_dim: int | None = None  # dimensions RoPE rotates per head (None: all of head_dim)
+    nope_layer_interval: int | None = None  # every Nth layer has no RoPE (smollm3: 4)
+    attn_temperature_scale: float | None = None  # mistral3: query temperature by position
+    attn_temperature_length: int | None = None  # its floor divisor (the original context)
 
     def __post_init__(self) -> None:
         if not self.architecture:
@@ -198,7 +156,36 @@ class ModelHParams:
             raise ModelFileError(f"hidden_act: unsupported activation {self.hidden_act!r}")
         if self.norm_weight_offset not in (0.0, 1.0):
             raise ModelFileError("norm_weight_offset: must be 0.0 or 1.0")
+        self._check_rope()
         self._check_experts()
+
+    def _check_rope(self) -> None:
+        """Partial rotary dims, NoPE layers and the query temperature, each within range."""
+        dim = self.rope_dim
+        if dim is not None and (
+            isinstance(dim, bool) or not isinstance(dim, int) or not 2 <= dim <= self.head_dim
+        ):
+            raise ModelFileError(f"rope_dim: must be in 2..head_dim {self.head_dim}, got {dim!r}")
+        if self.rotary_dim % 2:
+            raise ModelFileError(f"rope_dim: {self.rotary_dim} is odd (RoPE rotates pairs)")
+        if self.rope_interleaved and self.rotary_dim != self.head_dim:
+            raise ModelFileError(
+                f"rope_dim: partial rotary ({self.rotary_dim} of {self.head_dim}) with "
+                "interleaved RoPE rows is not supported"
+            )
+        self.rope_scaling.check_rotary_dim(self.rotary_dim)
+        step = self.nope_layer_interval
+        if step is not None and (
+            isinstance(step, bool) or not isinstance(step, int) or not 1 <= step <= MAX_LAYERS
+        ):
+            raise ModelFileError(f"nope_layer_interval: must be a positive integer, got {step!r}")
+        if self.attn_temperature_scale is not None:
+            _check_positive_float("attn_temperature_scale", self.attn_temperature_scale)
+            length = self.attn_temperature_length
+            if isinstance(length, bool) or not isinstance(length, int) or length <= 0:
+                raise ModelFileError(
+                    f"attn_temperature_length: must be a positive integer, got {length!r}"
+                )
 
     def _check_experts(self) -> None:
         """A MoE architecture needs experts, no more used than exist; a dense one has none."""
@@ -231,6 +218,16 @@ class ModelHParams:
     def supported(self) -> bool:
         """Whether the torch runner implements this architecture."""
         return self.architecture in SUPPORTED_ARCHS
+
+    @property
+    def rotary_dim(self) -> int:
+        """Dimensions of each q/k head that RoPE rotates (the first ones)."""
+        return self.head_dim if self.rope_dim is None else self.rope_dim
+
+    def uses_rope(self, layer: int) -> bool:
+        """Whether layer `layer` (0-based) rotates q and k at all (smollm3's NoPE layers do not)."""
+        step = self.nope_layer_interval
+        return step is None or (layer + 1) % step != 0
 
     @property
     def attn_scale(self) -> float:

@@ -31,17 +31,37 @@ class ExpectedTensor:
     required: bool = True
 
 
-def _layer(hp: ModelHParams, i: int) -> dict[str, ExpectedTensor]:
+ROPE_FACTOR_TENSORS = ("rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight")
+FUSED_ARCHS = ("phi3",)  # q|k|v in one attn_qkv tensor, gate|up in one ffn_up tensor
+SANDWICH_ARCHS = ("gemma2", "gemma3")  # post-attention and post-FFN norms too
+
+
+def _attention(hp: ModelHParams) -> dict[str, tuple[int, ...]]:
     hidden, q_dim = hp.hidden_size, hp.n_heads * hp.head_dim
     k_dim, v_dim = hp.n_kv_heads * hp.head_dim, hp.n_kv_heads * hp.head_dim_v
     shapes: dict[str, tuple[int, ...]] = {
         "attn_norm.weight": (hidden,),
-        "attn_q.weight": (q_dim, hidden),
-        "attn_k.weight": (k_dim, hidden),
-        "attn_v.weight": (v_dim, hidden),
         "attn_output.weight": (hidden, hp.n_heads * hp.head_dim_v),
         "ffn_norm.weight": (hidden,),
     }
+    if hp.architecture in FUSED_ARCHS:
+        shapes["attn_qkv.weight"] = (q_dim + k_dim + v_dim, hidden)
+        if hp.qkv_bias:
+            shapes["attn_qkv.bias"] = (q_dim + k_dim + v_dim,)
+        return shapes
+    shapes |= {
+        "attn_q.weight": (q_dim, hidden),
+        "attn_k.weight": (k_dim, hidden),
+        "attn_v.weight": (v_dim, hidden),
+    }
+    if hp.qkv_bias:
+        shapes |= {"attn_q.bias": (q_dim,), "attn_k.bias": (k_dim,), "attn_v.bias": (v_dim,)}
+    return shapes
+
+
+def _layer(hp: ModelHParams, i: int) -> dict[str, ExpectedTensor]:
+    hidden = hp.hidden_size
+    shapes = _attention(hp)
     if hp.is_moe:  # the router, and every expert's matrices stacked (GGUF's 3-D tensors)
         n, width = hp.n_experts, hp.expert_ffn_size
         shapes |= {
@@ -50,14 +70,17 @@ def _layer(hp: ModelHParams, i: int) -> dict[str, ExpectedTensor]:
             "ffn_up_exps.weight": (n, width, hidden),
             "ffn_down_exps.weight": (n, hidden, width),
         }
+    elif hp.architecture in FUSED_ARCHS:  # phi3: gate rows first, then up
+        shapes |= {
+            "ffn_up.weight": (2 * hp.ffn_size, hidden),
+            "ffn_down.weight": (hidden, hp.ffn_size),
+        }
     else:
         shapes |= {
             "ffn_gate.weight": (hp.ffn_size, hidden),
             "ffn_up.weight": (hp.ffn_size, hidden),
             "ffn_down.weight": (hidden, hp.ffn_size),
         }
-    if hp.qkv_bias:
-        shapes |= {"attn_q.bias": (q_dim,), "attn_k.bias": (k_dim,), "attn_v.bias": (v_dim,)}
     if hp.attn_output_bias:
         shapes |= {"attn_output.bias": (hidden,)}
     if hp.mlp_bias:
@@ -65,7 +88,7 @@ def _layer(hp: ModelHParams, i: int) -> dict[str, ExpectedTensor]:
         shapes |= {"ffn_down.bias": (hidden,)}
     if hp.qk_norm:
         shapes |= {"attn_q_norm.weight": (hp.head_dim,), "attn_k_norm.weight": (hp.head_dim,)}
-    if hp.architecture == "gemma3":
+    if hp.architecture in SANDWICH_ARCHS:
         shapes |= {"post_attention_norm.weight": (hidden,), "post_ffw_norm.weight": (hidden,)}
     out = {f"blk.{i}.{name}": ExpectedTensor(shape) for name, shape in shapes.items()}
     if hp.is_moe:  # a router bias is optional (gpt-oss has one), but checked when present
@@ -77,6 +100,13 @@ def _iter_expected(hp: ModelHParams) -> Iterator[tuple[str, ExpectedTensor]]:
     yield "token_embd.weight", ExpectedTensor((hp.vocab_size, hp.hidden_size))
     yield "output_norm.weight", ExpectedTensor((hp.hidden_size,))
     yield "output.weight", ExpectedTensor((hp.vocab_size, hp.hidden_size), not hp.tie_embeddings)
+    # RoPE frequency divisors, checked when present: llama-3 style (rope_freqs) and LongRoPE's
+    # pair (rope_factors_long/short; a GGUF phi3 file has them exactly when it is longrope)
+    pairs = (hp.rotary_dim // 2,)
+    yield "rope_freqs.weight", ExpectedTensor(pairs, required=False)
+    longrope = hp.rope_scaling.kind == "longrope" and not hp.rope_scaling.long_factor
+    for name in ("rope_factors_long.weight", "rope_factors_short.weight"):
+        yield name, ExpectedTensor(pairs, required=longrope)
     for i in range(hp.n_layers):
         yield from _layer(hp, i).items()
 
@@ -138,12 +168,24 @@ _HF_EXPERTS = {
     "ffn_up_exps": "up_proj",
     "ffn_down_exps": "down_proj",
 }
-# gemma3 has four norms per layer: GGUF's ffn_norm is HF's pre_feedforward_layernorm
-_HF_LAYER_GEMMA3 = _HF_LAYER | {
+# gemma2/3 have four norms per layer: GGUF's ffn_norm is HF's pre_feedforward_layernorm
+_HF_LAYER_GEMMA = _HF_LAYER | {
     "ffn_norm": "pre_feedforward_layernorm",
     "post_attention_norm": "post_attention_layernorm",
     "post_ffw_norm": "post_feedforward_layernorm",
 }
+# phi3's fused projections: one qkv_proj, one gate_up_proj (GGUF's ffn_up, gate rows first)
+_HF_LAYER_PHI3 = {
+    k: v for k, v in _HF_LAYER.items() if k not in ("attn_q", "attn_k", "attn_v", "ffn_gate")
+} | {"attn_qkv": "self_attn.qkv_proj", "ffn_up": "mlp.gate_up_proj"}
+
+
+def _hf_layer_table(arch: str) -> dict[str, str]:
+    if arch in SANDWICH_ARCHS:
+        return _HF_LAYER_GEMMA
+    return _HF_LAYER_PHI3 if arch in FUSED_ARCHS else _HF_LAYER
+
+
 _BLK = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)")
 _HF_BLK = re.compile(r"layers\.(\d+)\.(.+)\.(weight|bias)")
 
@@ -154,7 +196,7 @@ def hf_tensor_name(gguf_name: str, arch: str, names: HFNames = HFNames()) -> str
     if gguf_name in top:
         return top[gguf_name]
     match = _BLK.fullmatch(gguf_name)
-    table = _HF_LAYER_GEMMA3 if arch == "gemma3" else _HF_LAYER
+    table = _hf_layer_table(arch)
     if match is None or match.group(2) not in table:
         raise KeyError(gguf_name)
     layer, part, kind = match.groups()
@@ -182,7 +224,7 @@ def gguf_tensor_name(hf_name: str, arch: str, names: HFNames = HFNames()) -> str
     if match is None:
         return None
     layer, module, kind = match.groups()
-    table = _HF_LAYER_GEMMA3 if arch == "gemma3" else _HF_LAYER
+    table = _hf_layer_table(arch)
     for part, hf_module in table.items():
         if hf_module == module:
             return f"blk.{layer}.{part}.{kind}"
@@ -195,6 +237,8 @@ def check_tensor_shapes(
     """Raise ModelFileError (no file prefix) for the first missing or mis-shaped tensor; names
     are GGUF's, or a Hugging Face checkpoint's when hf_names says how it spells them."""
     for gguf_name, exp in _iter_expected(hp):  # lazily: fail at the first missing layer
+        if hf_names is not None and gguf_name in ROPE_FACTOR_TENSORS:
+            continue  # GGUF-only: a config.json holds these numbers (rope_scaling)
         experts = hf_expert_names(gguf_name, hp.n_experts, hf_names) if hf_names else []
         if experts:
             _check_experts(experts, exp.shape[1:], shapes, hp.architecture)

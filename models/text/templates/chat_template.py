@@ -9,6 +9,7 @@ typing `<start_of_turn>`, or an MCP server describing a tool with it, gets plain
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,7 @@ from ember.models.text.templates.sandbox import (
     render_limited,
 )
 from ember.models.text.templates.segments import Segment, split_segments
+from ember.models.text.templates.system_fold import TemplateRefused, fold_system
 
 if TYPE_CHECKING:
     from jinja2 import Template
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
     from ember.models.files.safetensors import SafetensorsModel
     from ember.models.text.tokenizers.base import Tokenizer
 
+log = logging.getLogger(__name__)
 _WINDOW, _OVERLAP = 4096, 256  # special-token spellings are far shorter than the overlap
 CHATML = (
     "{% for message in messages %}"
@@ -119,7 +122,9 @@ class ChatTemplate:
         self, messages: list[dict[str, Any]], add_generation_prompt: bool = True, **extra: Any
     ) -> str:
         """The conversation as the model's prompt text."""
-        return self._render(messages, add_generation_prompt, extra)
+        return self._folding(
+            lambda msgs: self._render(msgs, add_generation_prompt, extra), messages
+        )
 
     def render_segments(
         self, messages: list[dict[str, Any]], add_generation_prompt: bool = True, **extra: Any
@@ -137,13 +142,31 @@ class ChatTemplate:
         spells_special: Callable[[str], bool] | None,
     ) -> list[Segment]:
         # tools and kwargs are client text like message content: segments.py marks them
-        return split_segments(
-            lambda msgs, kw: self._render(msgs, add_generation_prompt, kw),
+        return self._folding(
+            lambda msgs: split_segments(
+                lambda marked, kw: self._render(marked, add_generation_prompt, kw),
+                msgs,
+                extra,
+                spells_special,
+                self.limits.max_chars,
+            ),
             messages,
-            extra,
-            spells_special,
-            self.limits.max_chars,
         )
+
+    def _folding(self, render: Callable[[list[dict[str, Any]]], Any], messages: list) -> Any:
+        """render(messages); when the template refuses and they start with a system message,
+        render again with it folded into the first user turn (system_fold.py)."""
+        try:
+            return render(messages)
+        except TemplateRefused:
+            folded = fold_system(messages)
+            if folded is None:
+                raise
+        log.info(
+            "chat template (%s) refused a system role: folded it into the first user turn",
+            self.template_source,
+        )
+        return render(folded)
 
     def render_ids(
         self,
@@ -185,7 +208,7 @@ class ChatTemplate:
         try:
             return render_limited(self._template.generate(**context), self.limits)
         except TemplateRaised as exc:
-            raise TemplateError(f"chat template ({self.template_source}) refused: {exc}") from exc
+            raise TemplateRefused(f"chat template ({self.template_source}) refused: {exc}") from exc
         except Exception as exc:  # SecurityError, UndefinedError, TypeError... all end the same way
             raise limit_error(exc) or TemplateError(
                 f"chat template ({self.template_source}) failed: {type(exc).__name__}: {exc}"

@@ -44,7 +44,10 @@ def _load_vocab_only(path: Path) -> Any:
     with _quiet_stderr():
         model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
     if not model:
-        raise ModelFileError(f"{path}: llama.cpp cannot load the vocabulary of this GGUF file")
+        from ember.models.text.tokenizers.pre_split import load_failure_reason
+
+        reason = load_failure_reason(path) or "llama.cpp cannot load the vocabulary of this file"
+        raise ModelFileError(f"{path}: {reason}")
     return model
 
 

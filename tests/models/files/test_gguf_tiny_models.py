@@ -8,12 +8,14 @@ metadata, and the same weights on both sides.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import gguf
 import numpy as np
 import pytest
 
 from ember.models.files.gguf import open_gguf
+from ember.models.files.hparams.rope import RopeScaling
 from ember.models.files.inspect import inspect_model
 from ember.models.files.safetensors import open_safetensors
 from tests.fixtures.tiny_models import ARCHS, QTYPES, TinyModels
@@ -29,12 +31,32 @@ def test_gguf_and_hf_hparams_agree(arch: str, tiny_models: TinyModels) -> None:
         model = open_gguf(tiny_models.gguf(arch, qtype))
         hp = model.check_supported()
         for f in dataclasses.fields(hp):
-            if f.name not in _SOURCE_SPECIFIC:
-                assert getattr(hp, f.name) == getattr(hf, f.name), (qtype, f.name)
+            ours, theirs = getattr(hp, f.name), getattr(hf, f.name)
+            if f.name == "rope_scaling" and ours.kind == "longrope":
+                _same_longrope(ours, theirs)
+            elif f.name in _SOURCE_SPECIFIC:
+                continue
+            elif isinstance(ours, float):  # GGUF stores float32
+                assert ours == pytest.approx(theirs, rel=1e-6), (qtype, f.name)
+            else:
+                assert ours == theirs, (qtype, f.name)
         assert hp.norm_eps == pytest.approx(hf.norm_eps, rel=1e-6)
         assert hp.attn_scale == pytest.approx(hf.attn_scale)
         info = inspect_model(tiny_models.gguf(arch, qtype))
         assert info.quant == qtype and info.supported
+
+
+def _same_longrope(gguf_scaling: RopeScaling, hf_scaling: RopeScaling) -> None:
+    """LongRoPE in GGUF: the factor lists are tensors and the attention factor is llama.cpp's
+    multiplier (phi3's converter writes it); in config.json: lists, and transformers' default
+    factor sqrt(1 + ln(factor) / ln(original)). Both mean the same RoPE."""
+    assert gguf_scaling.original_context_length == hf_scaling.original_context_length
+    assert gguf_scaling.factor == pytest.approx(hf_scaling.factor)
+    assert not gguf_scaling.long_factor and len(hf_scaling.long_factor) > 0
+    original, factor = hf_scaling.original_context_length or 0, hf_scaling.factor
+    default = math.sqrt(1 + math.log(factor) / math.log(original))
+    assert hf_scaling.attn_factor is None and gguf_scaling.attn_factor == 1.0
+    assert gguf_scaling.attn_multiplier == pytest.approx(default, rel=1e-6)
 
 
 @pytest.mark.parametrize("arch", ["qwen2", "qwen3"])

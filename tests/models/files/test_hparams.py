@@ -60,6 +60,8 @@ def test_invalid_values_name_the_field(change: dict[str, Any], field: str) -> No
 
 def test_rope_scaling_validation() -> None:
     with pytest.raises(ModelFileError, match="rope_scaling.kind"):
+        RopeScaling(kind="ntk-by-parts", factor=2.0)
+    with pytest.raises(ModelFileError, match="longrope scaling needs original_context_length"):
         RopeScaling(kind="longrope", factor=2.0)
     with pytest.raises(ModelFileError, match="llama3"):
         RopeScaling(kind="llama3", factor=8.0, original_context_length=8192)
@@ -134,7 +136,7 @@ def test_hf_mistral_sliding_window_covers_every_layer() -> None:
         ({"llama.block_count": "two"}, "llama.block_count: must be an integer, got 'two'"),
         ({"llama.attention.head_count": [4, 4]}, "head_count: per-layer values"),
         ({"llama.attention.head_count": 0}, "llama.attention.head_count: must be in 1.."),
-        ({"llama.rope.scaling.type": "longrope"}, "llama.rope.scaling.type: unsupported"),
+        ({"llama.rope.scaling.type": "ntk"}, "llama.rope.scaling.type: unsupported"),
         ({"llama.attention.layer_norm_rms_epsilon": "x"}, "epsilon: must be a number"),
         (
             {"llama.rope.scaling.factor": -2.0},

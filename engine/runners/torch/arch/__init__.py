@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ember.engine.errors import EngineError
+from ember.engine.runners.torch.arch.dense2026 import DENSE_2026
 from ember.engine.runners.torch.arch.gemma3 import GEMMA3
 from ember.engine.runners.torch.arch.llama import LLAMA
 from ember.engine.runners.torch.arch.qwen2 import QWEN2
@@ -11,6 +12,7 @@ from ember.engine.runners.torch.arch.qwen3moe import QWEN3MOE
 from ember.engine.runners.torch.arch.spec import ArchSpec
 
 ARCHS: dict[str, ArchSpec] = {a.name: a for a in (LLAMA, QWEN2, QWEN3, GEMMA3, QWEN3MOE)}
+ARCHS |= {a.name: a for a in DENSE_2026}
 SUPPORTED = tuple(ARCHS)
 
 

@@ -10,18 +10,26 @@ resident memory follows the experts in use.
 Every step groups its (token, expert) pairs by expert: the tokens routed to one expert are
 gathered into one batch and go through that expert's matrices in one call (a decode token is a
 batch of one per chosen expert), then are scattered back, weighted, with index_add_.
+
+Under the native kernels the whole routed FFN (routing included) is one call into csrc/moe.c
+(native/moe.py), which reads the chosen experts' rows straight from the stacked tensors in the
+mmap; the torch modules below are then not built at all.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from ember.engine.runners.torch.layers.linear import QLinear
+
+if TYPE_CHECKING:
+    from ember.engine.runners.torch.native.moe import NativeMoE
 
 
 @dataclass
@@ -38,7 +46,8 @@ class Expert:
 
 
 class MoEFFN(nn.Module):
-    """The routed FFN of one layer; experts are built by make_expert on first use."""
+    """The routed FFN of one layer; experts are built by make_expert on first use (or the whole
+    layer runs natively when `native` is given)."""
 
     def __init__(
         self,
@@ -48,12 +57,13 @@ class MoEFFN(nn.Module):
         norm_topk_prob: bool,
         make_expert: Callable[[int], Expert],
         gelu: bool = False,
+        native: NativeMoE | None = None,
     ) -> None:
         super().__init__()
         self.router, self.router_bias = router, router_bias
         self.n_experts, self.n_used = router.shape[0], n_used
         self.norm_topk_prob, self.gelu = norm_topk_prob, gelu
-        self.make_expert = make_expert
+        self.make_expert, self.native = make_expert, native
         self.experts: list[Expert | None] = [None] * self.n_experts
 
     def expert(self, e: int) -> Expert:
@@ -66,6 +76,8 @@ class MoEFFN(nn.Module):
     @property
     def n_built(self) -> int:
         """How many experts tokens have chosen so far (the rest were never read)."""
+        if self.native is not None:
+            return self.native.n_chosen
         return sum(e is not None for e in self.experts)
 
     def route(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -78,6 +90,8 @@ class MoEFFN(nn.Module):
         return weights, ids
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (N, hidden) -> (N, hidden)
+        if self.native is not None:
+            return self.native.forward(x).to(x.dtype)
         weights, ids = self.route(x)
         k = self.n_used
         if x.shape[0] == 1:  # decode: one token, k experts, no sorting

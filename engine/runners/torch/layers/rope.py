@@ -1,5 +1,9 @@
-"""Rotary position embeddings (NeoX half-split layout) with default, linear, dynamic-NTK, YaRN
-and Llama-3 frequency scaling, following the Hugging Face definitions."""
+"""Rotary position embeddings (NeoX half-split layout) with default, linear, dynamic-NTK, YaRN,
+Llama-3 and LongRoPE frequency scaling, following the Hugging Face definitions.
+
+A Rope of dim D rotates the first D dimensions of each head (partial rotary: Phi-4-mini turns 96
+of 128); the rest pass through unchanged. cos/sin carry the flavour's attention factor times
+its attn_multiplier (llama.cpp's rope.scaling.attn_factor)."""
 
 from __future__ import annotations
 
@@ -28,6 +32,29 @@ def _llama3(p: RopeParams, inv_freq: torch.Tensor) -> torch.Tensor:
     return torch.where(medium, smoothed, scaled)
 
 
+def _mscale(factor: float, mscale: float = 1.0) -> float:
+    return 1.0 if factor <= 1 else 0.1 * mscale * math.log(factor) + 1.0
+
+
+def _yarn_attention(p: RopeParams) -> float:
+    """YaRN's cos/sin factor: given, or the ratio of two mscales (transformers; llama.cpp's
+    yarn_log_multiplier is mscale_all_dim with mscale 1), or 0.1 ln(factor) + 1."""
+    if p.attn_factor is not None:
+        return p.attn_factor
+    if p.mscale and p.mscale_all_dim:
+        return _mscale(p.factor, p.mscale) / _mscale(p.factor, p.mscale_all_dim)
+    return _mscale(p.factor)
+
+
+def _longrope_attention(p: RopeParams) -> float:
+    # transformers: sqrt(1 + ln(factor) / ln(original context)) unless the config gives one
+    if p.attn_factor is not None:
+        return p.attn_factor
+    if p.factor <= 1:
+        return 1.0
+    return math.sqrt(1 + math.log(p.factor) / math.log(p.original_context or 4096))
+
+
 def _yarn(p: RopeParams, dim: int) -> tuple[torch.Tensor, float]:
     # Blend interpolated (pos / factor) and extrapolated frequencies with a linear ramp over
     # the dimensions whose rotation count within the original context lies in [beta_slow, beta_fast].
@@ -46,14 +73,21 @@ def _yarn(p: RopeParams, dim: int) -> tuple[torch.Tensor, float]:
     inv_freq = (1.0 / (p.factor * pos_freqs)) * (1 - extrapolation) + (
         1.0 / pos_freqs
     ) * extrapolation
-    attn = p.attn_factor if p.attn_factor is not None else 0.1 * math.log(p.factor) + 1.0
-    return inv_freq, (attn if p.factor > 1 or p.attn_factor is not None else 1.0)
+    return inv_freq, _yarn_attention(p)
 
 
 def inv_freq_for(p: RopeParams, dim: int, seq_len: int = 0) -> tuple[torch.Tensor, float]:
-    """(inverse frequencies (dim/2,) float32, cos/sin multiplier) of p for a sequence of seq_len."""
+    """(inverse frequencies (dim/2,) float32, cos/sin multiplier) of p for a sequence of seq_len;
+    LongRoPE's per-frequency divisors are the Rope's freq_factors, applied after this."""
+    inv_freq, attn = _flavour(p, dim, seq_len)
+    return inv_freq, attn * p.attn_multiplier
+
+
+def _flavour(p: RopeParams, dim: int, seq_len: int) -> tuple[torch.Tensor, float]:
     if p.kind == "yarn":
         return _yarn(p, dim)
+    if p.kind == "longrope":
+        return _base_inv_freq(p.theta, dim), _longrope_attention(p)
     if p.kind == "dynamic":
         # NTK-aware: grow the base once the sequence outgrows the trained context.
         old_ctx = p.original_context or seq_len or 1
@@ -79,9 +113,10 @@ class Rope:
         freq_factors: torch.Tensor | None = None,
     ) -> None:
         self.params = params
-        self.head_dim = head_dim
+        self.head_dim = head_dim  # the rotated dims (a head's first ones)
         self.device = device
-        self.freq_factors = freq_factors  # GGUF rope_freqs: inv_freq is divided by these
+        # rope_freqs (llama 3) or LongRoPE's long/short factors: inv_freq is divided by these
+        self.freq_factors = freq_factors
         self._dynamic_len = 0
         self._set(seq_len=0)
 
@@ -116,7 +151,12 @@ def signed_sin(sin: torch.Tensor) -> torch.Tensor:
 
 
 def apply_rope_signed(x: torch.Tensor, cos: torch.Tensor, sin_signed: torch.Tensor) -> torch.Tensor:
-    """apply_rope with the sign folded into the table (the per-layer fast path: 5 ops)."""
+    """apply_rope with the sign folded into the table (the per-layer fast path: 5 ops); a table
+    narrower than x rotates only x's first cos.shape[-1] dims (partial rotary)."""
+    rotated = cos.shape[-1]
+    if rotated != x.shape[-1]:
+        head = apply_rope_signed(x[..., :rotated], cos, sin_signed)
+        return torch.cat((head, x[..., rotated:]), dim=-1)
     xf = x.float()
     return (xf * cos + xf.roll(xf.shape[-1] // 2, -1) * sin_signed).to(x.dtype)
 

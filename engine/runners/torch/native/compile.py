@@ -46,9 +46,10 @@ SOURCES = (
     "dequant.c",
     "attention.c",
     "forward.c",
+    "moe.c",
     "pool.c",
 )
-ABI_VERSION = 1  # em_abi_version() of csrc/ember_native.h
+ABI_VERSION = 2  # em_abi_version() of csrc/ember_native.h
 FLAGS = (  # beside the ISA's own (isa.py)
     "-O3",
     "-fopenmp",

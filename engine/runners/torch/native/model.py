@@ -1,7 +1,7 @@
 """NativeModel: the whole decoder as one em_model, so a decode step is one C call.
 
 It shares everything with the torch modules of the same model: the GGUF matrices (em_mat views
-of the file's mmap, never copied), the norm weights (the RMSNorm modules' float32 tensors) and
+of the file's mmap, never copied), a MoE layer's em_moe (native/moe.py), the norm weights (the RMSNorm modules' float32 tensors) and
 the KV pools (the KVStore's tensors). Only small steps run here (decode, drafts, short chunks);
 long prefills run through the torch modules, which write the same pools.
 """
@@ -17,6 +17,7 @@ import torch
 from ember.engine.errors import EngineError
 from ember.engine.runners.torch.native import structs as S
 from ember.engine.runners.torch.native.kernels import NativeLinear, float_ptr
+from ember.engine.runners.torch.ropes import temperature_at
 
 if TYPE_CHECKING:
     from ember.engine.runners.base import SeqStep
@@ -44,7 +45,12 @@ class NativeModel:
         for i, layer in enumerate(model.layers):
             w, d = cast("LayerWeights", layer.w), self.layers[i]
             d.qkv, d.o = _linear(w.qkv).desc, _linear(w.o_proj).desc
-            d.gate_up, d.down = _linear(w.gate_up).desc, _linear(w.down).desc
+            if w.moe is not None:  # routed experts (csrc/moe.c) in place of gate_up and down
+                if w.moe.native is None:
+                    raise EngineError("native decode needs the MoE layers in their native form")
+                d.moe = C.addressof(w.moe.native.desc)
+            else:
+                d.gate_up, d.down = _linear(w.gate_up).desc, _linear(w.down).desc
             d.attn_norm, d.ffn_norm = float_ptr(w.attn_norm.weight), float_ptr(w.ffn_norm.weight)
             if w.post_attn_norm is not None and w.post_ffn_norm is not None:
                 d.post_attn_norm = float_ptr(w.post_attn_norm.weight)
@@ -52,7 +58,7 @@ class NativeModel:
             if w.qk_norm is not None:
                 qk = w.qk_norm.weight  # (H + Hkv, D): rows 0 and H are the q and k weights
                 d.q_norm, d.k_norm = float_ptr(qk[0]), float_ptr(qk[cfg.n_heads])
-            d.rope = 1 if layer.sliding else 0
+            d.rope = (1 if layer.sliding else 0) if cfg.uses_rope(i) else -1  # -1: NoPE
             d.window = int(cfg.sliding_window or 0) if layer.sliding else 0
         m = self.desc = S.EmModel()
         m.n_layers, m.hidden, m.n_heads = cfg.n_layers, cfg.hidden_size, cfg.n_heads
@@ -68,6 +74,7 @@ class NativeModel:
         m.embed_scale, m.embed = cfg.embed_scale, embed
         m.head, m.out_norm = _linear(model.head).desc, float_ptr(model.norm.weight)
         m.layers = C.cast(self.layers, C.POINTER(S.EmLayer))
+        m.rope_dim = cfg.rope_dim
         self.kv: KVStore | None = None
 
     def bind_kv(self, kv: KVStore) -> None:
@@ -126,6 +133,10 @@ class NativeModel:
         tables = _rope_tables(ropes, pos_a)
         for i, (inv_freq, factor) in enumerate(tables):
             s.inv_freq[i], s.rope_factor[i] = float_ptr(inv_freq), factor
+        q_scale = None
+        if self.cfg.attn_temperature is not None:  # mistral3's query temperature by position
+            q_scale = np.asarray([temperature_at(self.cfg, p) for p in pos], dtype=np.float32)
+            s.q_scale = q_scale.ctypes.data_as(S.F32P)
         logits = np.empty((len(rows), self.cfg.vocab_size), dtype=np.float32)
         if self.lib.em_forward(C.byref(self.desc), C.byref(s), logits.ctypes.data) != 0:
             raise MemoryError("native forward: out of memory")

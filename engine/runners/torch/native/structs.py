@@ -56,6 +56,7 @@ class EmLayer(C.Structure):
         ("v_pool", C.c_void_p),
         ("k_scale", F32P),
         ("v_scale", F32P),
+        ("moe", C.c_void_p),  # em_moe* (native/moe.py) or NULL
     ]
 
 
@@ -80,6 +81,8 @@ class EmModel(C.Structure):
         ("head", EmLinear),
         ("out_norm", F32P),
         ("layers", C.POINTER(EmLayer)),
+        ("rope_dim", C.c_int32),
+        ("pad_", C.c_int32),
     ]
 
 
@@ -97,6 +100,7 @@ class EmStep(C.Structure):
         ("rows", I32P),
         ("inv_freq", F32P * 2),
         ("rope_factor", C.c_float * 2),
+        ("q_scale", F32P),
     ]
 
 

@@ -51,7 +51,7 @@ def test_every_valid_description_maps_to_finite_rope_tables(config: dict[str, An
         return  # a valid but huge head: its table costs memory, not correctness
     positions = torch.tensor([0, 1, 7, hp.context_length - 1, 10 * hp.context_length])
     for layer in {0, cfg.n_layers - 1}:
-        rope = Rope(cfg.layer_rope(layer), cfg.head_dim, torch.device("cpu"))
+        rope = Rope(cfg.rope_of(layer), cfg.rope_dim, torch.device("cpu"))
         cos, sin = rope.cos_sin(positions)
         assert torch.isfinite(cos).all() and torch.isfinite(sin).all()
         assert math.isfinite(rope.attn_factor) and rope.attn_factor > 0

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define EM_ABI_VERSION 1
+#define EM_ABI_VERSION 2
 
 /* GGML type ids (gguf.GGMLQuantizationType) */
 enum {
@@ -72,12 +72,13 @@ typedef struct {
     const float *post_ffn_norm;   /* or NULL */
     const float *q_norm;      /* (head_dim,) or NULL */
     const float *k_norm;
-    int32_t rope;             /* which of the step's RoPE tables (0 global, 1 sliding) */
+    int32_t rope;             /* which of the step's RoPE tables (0 global, 1 sliding), -1 none */
     int32_t window;           /* sliding window in tokens, 0 = full attention */
     void *k_pool;             /* (num_blocks, block_size, n_kv, head_dim) */
     void *v_pool;
     float *k_scale;           /* int8 pools: (num_blocks, block_size, n_kv) scales, else NULL */
     float *v_scale;
+    const struct em_moe_ *moe; /* routed experts (moe.h) in place of gate_up/down, or NULL */
 } em_layer;
 
 typedef struct {
@@ -90,6 +91,8 @@ typedef struct {
     em_linear head;           /* (vocab, hidden) */
     const float *out_norm;
     const em_layer *layers;
+    int32_t rope_dim;         /* dims of each q/k head RoPE rotates, the first ones (<= head_dim) */
+    int32_t pad_;
 } em_model;
 
 typedef struct {
@@ -105,6 +108,7 @@ typedef struct {
     const int32_t *rows;         /* (n_rows,) flat-batch rows that get logits */
     const float *inv_freq[2];    /* (head_dim/2,) RoPE inverse frequencies: global, sliding */
     float rope_factor[2];        /* cos/sin multiplier of each */
+    const float *q_scale;        /* (N,) query multiplier after RoPE (temperature), or NULL */
 } em_step;
 
 /* exported */

@@ -3,7 +3,8 @@
  * Work is shared dynamically (team.h), so a thread the OS deschedules stalls no barrier.
  *
  * Per layer (pre-norm; Gemma's sandwich norms and q/k norms where the model has them):
- *   h = norm(x); q|k|v = W_qkv h; q, k = rope(norm_head(q, k)); store k, v at the token slots;
+ *   h = norm(x); q|k|v = W_qkv h; q, k = rope(norm_head(q, k)) over the first rope_dim dims
+ *   (none on a NoPE layer), q *= q_scale[t] (a temperature); store k, v at the token slots;
  *   a = softmax(q k^T * scale [soft-capped]) v over the cache; o = W_o a [post-norm]; x += o;
  *   h = norm(x); g|u = W_gate_up h; y = W_down (act(g) * u) [post-norm]; x += y.
  * Then logits = W_head norm(x) [soft-capped] for the requested rows.
@@ -14,6 +15,7 @@
 
 #include "attention.h"
 #include "ember_native.h"
+#include "moe.h"
 #include "pool.h"
 #include "team.h"
 
@@ -26,7 +28,8 @@ static void rmsnorm(const float *x, const float *w, int32_t n, float eps, float 
     for (int32_t i = 0; i < n; i++) y[i] = x[i] * r * w[i];
 }
 
-/* NeoX (half-split) rotation of one head with a (cos, sin) table of d/2 pairs */
+/* NeoX (half-split) rotation of a head's first d dims with a (cos, sin) table of d/2 pairs;
+ * the dims past d (partial rotary) stay as they are */
 static void rope(float *x, const float *cs, int32_t d) {
     const int32_t half = d / 2;
     for (int32_t i = 0; i < half; i++) {
@@ -45,12 +48,13 @@ static inline float gelu_tanh(float x) {
 static inline float silu(float x) { return x / (1.0f + expf(-x)); }
 
 #define EW_CHUNK 1024        /* elements per item of an elementwise loop */
-#define PHASES_PER_LAYER 16  /* at most; layer() uses 12 */
+#define PHASES_PER_LAYER 24  /* at most; a dense layer uses 16, a MoE layer 19 */
 
 typedef struct {
     float *x, *h, *qkv, *att, *y, *gu, *cs, *parts, *scratch, *hrows;
     int32_t *task_start, *key_start;
     em_act a_h, a_att, a_ffn, a_head;
+    em_moe_scratch moe;  /* for the MoE layers (moe.c), if any */
     int32_t n_tasks_max, scratch_per_thread;
 } buffers;
 
@@ -78,9 +82,11 @@ static int alloc_buffers(const em_model *m, const em_step *s, buffers *B) {
     if (!B->x || !B->h || !B->y || !B->qkv || !B->att || !B->gu || !B->cs || !B->parts ||
         !B->scratch || !B->hrows || !B->task_start || !B->key_start)
         return -1;
-    int n32[3] = {0}, n256[3] = {0}, h32 = 0, h256 = 0;
+    int n32[3] = {0}, n256[3] = {0}, h32 = 0, h256 = 0, moe_need[4] = {0};
+    const em_moe *moe = NULL;
     for (int32_t l = 0; l < m->n_layers; l++) {
         const em_layer *L = &m->layers[l];
+        if (L->moe) em_moe_needs(moe = L->moe, moe_need);
         em_linear_needs(&L->qkv, &n32[0], &n256[0]);
         em_linear_needs(&L->gate_up, &n32[0], &n256[0]);
         em_linear_needs(&L->o, &n32[1], &n256[1]);
@@ -93,6 +99,7 @@ static int alloc_buffers(const em_model *m, const em_step *s, buffers *B) {
         em_act_alloc(&B->a_ffn, B->gu, 2 * F, (int32_t)N, (int32_t)F, n32[2], n256[2]) ||
         em_act_alloc(&B->a_head, B->hrows, H, s->n_rows, (int32_t)H, h32, h256))
         return -1;
+    if (moe && em_moe_scratch_init(&B->moe, moe, (int32_t)N, moe_need)) return -1;
     return 0;
 }
 
@@ -100,6 +107,7 @@ static void free_buffers(buffers *B) {
     free(B->x), free(B->h), free(B->y), free(B->qkv), free(B->att), free(B->gu), free(B->cs);
     free(B->parts), free(B->scratch), free(B->hrows), free(B->task_start), free(B->key_start);
     em_act_free(&B->a_h), em_act_free(&B->a_att), em_act_free(&B->a_ffn), em_act_free(&B->a_head);
+    em_moe_scratch_free(&B->moe);
 }
 
 static void quantize(em_act *a, em_team *T) {
@@ -117,7 +125,9 @@ static void qk_rope_store(const em_model *m, const em_layer *L, const em_step *s
         float *v = B->qkv + t * stride + (int64_t)hd * D;
         const float *w = hd < nh ? L->q_norm : L->k_norm;
         if (w) rmsnorm(v, w, D, m->norm_eps, v);
-        rope(v, B->cs + ((int64_t)L->rope * s->n_tokens + t) * D, D);
+        if (L->rope >= 0) rope(v, B->cs + ((int64_t)L->rope * s->n_tokens + t) * D, m->rope_dim);
+        if (hd < nh && s->q_scale)
+            for (int32_t j = 0; j < D; j++) v[j] *= s->q_scale[t];
         if (hd >= nh) {
             const int64_t row = s->slots[t] * nkv + (hd - nh);
             em_kv_store(L->k_pool, L->k_scale, m->kv_type, row, D, v);
@@ -172,8 +182,24 @@ static void attention(const em_model *m, const em_layer *L, const em_step *s, bu
     }
 }
 
+/* y = W_down (act(W_gate h) * W_up h) for the normed rows h */
+static void dense_ffn(const em_model *m, const em_layer *L, int32_t N, buffers *B, em_team *T) {
+    const int32_t F = m->ffn, H = m->hidden;
+    quantize(&B->a_h, T);
+    em_linear_rows(&L->gate_up, &B->a_h, B->gu, 2 * (int64_t)F, T);
+    EM_PAR_FOR(T, c, ((int64_t)N * F + EW_CHUNK - 1) / EW_CHUNK) {
+        const int64_t end = (c + 1) * EW_CHUNK < (int64_t)N * F ? (c + 1) * EW_CHUNK : (int64_t)N * F;
+        for (int64_t i = c * EW_CHUNK; i < end; i++) {
+            float *gate = B->gu + (i / F) * 2 * F + i % F;
+            *gate = (m->act ? gelu_tanh(*gate) : silu(*gate)) * gate[F];
+        }
+    }
+    quantize(&B->a_ffn, T);
+    em_linear_rows(&L->down, &B->a_ffn, B->y, H, T);
+}
+
 static void layer(const em_model *m, const em_layer *L, const em_step *s, buffers *B, em_team *T) {
-    const int32_t N = s->n_tokens, H = m->hidden, F = m->ffn;
+    const int32_t N = s->n_tokens, H = m->hidden;
     EM_PAR_FOR(T, t, N)
         rmsnorm(B->x + (int64_t)t * H, L->attn_norm, H, m->norm_eps, B->h + (int64_t)t * H);
     quantize(&B->a_h, T);
@@ -188,17 +214,10 @@ static void layer(const em_model *m, const em_layer *L, const em_step *s, buffer
         for (int32_t i = 0; i < H; i++) x[i] += y[i];
         rmsnorm(x, L->ffn_norm, H, m->norm_eps, B->h + (int64_t)t * H);
     }
-    quantize(&B->a_h, T);
-    em_linear_rows(&L->gate_up, &B->a_h, B->gu, 2 * (int64_t)F, T);
-    EM_PAR_FOR(T, c, ((int64_t)N * F + EW_CHUNK - 1) / EW_CHUNK) {
-        const int64_t end = (c + 1) * EW_CHUNK < (int64_t)N * F ? (c + 1) * EW_CHUNK : (int64_t)N * F;
-        for (int64_t i = c * EW_CHUNK; i < end; i++) {
-            float *gate = B->gu + (i / F) * 2 * F + i % F;
-            *gate = (m->act ? gelu_tanh(*gate) : silu(*gate)) * gate[F];
-        }
-    }
-    quantize(&B->a_ffn, T);
-    em_linear_rows(&L->down, &B->a_ffn, B->y, H, T);
+    if (L->moe)
+        em_moe_rows(L->moe, B->h, B->y, &B->moe, T);
+    else
+        dense_ffn(m, L, N, B, T);
     EM_PAR_FOR(T, t, N) {
         float *y = B->y + (int64_t)t * H, *x = B->x + (int64_t)t * H;
         if (L->post_ffn_norm) rmsnorm(y, L->post_ffn_norm, H, m->norm_eps, y);
@@ -227,7 +246,7 @@ static void step_task(void *arg, int32_t tid) {
     EM_PAR_FOR(T, i, 2 * (int64_t)N) { /* (cos, sin) pairs per RoPE table and token */
         const int32_t r = (int32_t)(i / N), t = (int32_t)(i % N);
         const float pos = (float)s->positions[t], f = s->rope_factor[r];
-        for (int32_t j = 0; j < D / 2; j++) {
+        for (int32_t j = 0; j < m->rope_dim / 2; j++) {
             const float a = pos * s->inv_freq[r][j];
             B->cs[i * D + 2 * j] = cosf(a) * f;
             B->cs[i * D + 2 * j + 1] = sinf(a) * f;
