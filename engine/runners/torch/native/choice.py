@@ -51,7 +51,7 @@ MAX_GEMM_ROWS = 64  # the native step's largest batch (runner.NATIVE_MAX_TOKENS)
 FOREVER = 1 << 30
 
 Clock = Callable[[], float]
-_MEASURED: dict[str, dict[str, Fit]] = {}  # cache file (or "None") -> fits this process holds
+_MEASURED: dict[str, dict[str, dict[str, Fit]]] = {}  # cache file (or "None") -> fits this process holds
 # run(path, one weight matrix, rows of x): one product the way `path` computes it
 Run = Callable[[str, S.EmMat, int], None]
 
