@@ -122,6 +122,8 @@ class TorchRunner:
         self.src, self.model, self.cfg, self.device, self.dtype = src, model, cfg, device, dtype
         self.kv_dtype = kv_dtype or dtype
         self.native = native  # the one-call decode step (CPU, GGUF, native kernels)
+        self.kernels: Kernels | None = None  # the native kernels, if this model uses them
+        self.native_linears: list[Any] = []  # their layer linears (em_linear descriptions)
         self.governor: ThreadGovernor | None = None  # CPU: the thread count (load() sets it)
         self._tokenizer: Tokenizer | None = None
         self.ropes = build_ropes(src, device)  # rebuilt by init_kv for the cache's size
@@ -191,7 +193,11 @@ class TorchRunner:
             embed = mat_of(table.raw, table.qtype, table.shape)
             native = NativeModel(kernels.lib, model, embed, keep=[src.keepalive])
         runner = cls(src, model, device, dtype, kv_dtype, native)
-        runner.governor = governor
+        runner.governor, runner.kernels = governor, kernels
+        if kernels is not None:
+            from ember.engine.runners.torch.native.kernels import layer_descs
+
+            runner.native_linears = layer_descs(model)
         return runner
 
     def init_kv(self, num_blocks: int, block_size: int) -> None:
@@ -260,6 +266,8 @@ class TorchRunner:
         kv = self._store()
         if not batch.steps:
             return []
+        if self.kernels is not None:
+            self.kernels.tune(self.native_linears)  # measured choices for this thread count
         if self.native is not None and batch.num_tokens < NATIVE_MAX_TOKENS:
             return self.native.forward(batch.steps, self.ropes)
         if self.device.type != "cpu" and one_token_steps(batch.steps):
@@ -334,6 +342,7 @@ def _native_kernels(
         reason = native_ready(src)
     kernels = None
     if not reason:
+        from ember.engine.runners.torch.native.choice import measured_choice
         from ember.engine.runners.torch.native.kernels import Kernels, native_build
 
         stage = "preparing the CPU kernels (compiled on the first run)"
@@ -344,6 +353,8 @@ def _native_kernels(
             progress(stage, 1, 1)
         reason = build.reason
         kernels = Kernels(build.lib) if build.lib is not None else None
+        if kernels is not None:
+            kernels.choice = measured_choice(kernels, build, _native_dir(opts))
     if reason and opts.kernels == "native":
         raise EngineError(f"kernels native: {reason}")
     if reason:

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ember.engine.runners.torch.native.kernels import Kernels, NativeLinear
 
 WEIGHT_FORMATS = ("dense", "int8", "int4", "int8g")
-DENSE_PREFILL_TOKENS = 64  # from this many tokens on, dequantize (when possible) and run dense
+DENSE_PREFILL_TOKENS = 64  # from this many tokens on, a dense matmul is considered (measured)
 MAX_TRANSIENT_BYTES = 64 << 20  # a native weight larger than this as float32 is never densified
 
 DenseFn = Callable[[], torch.Tensor]  # rebuilds the float32 (out, in) weight from the file
@@ -112,7 +112,8 @@ class QLinear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (T, in) -> (T, out)
         if self.native is not None:
             assert self.kernels is not None
-            if x.shape[0] < DENSE_PREFILL_TOKENS:
+            m = x.shape[0]
+            if m < DENSE_PREFILL_TOKENS or self.kernels.prefers_native(self.native, m):
                 return self.kernels.linear(self.native, x)  # bias added by the kernel
             if 4 * self.out_features * self.in_features > MAX_TRANSIENT_BYTES:
                 return self._chunked_float(x)

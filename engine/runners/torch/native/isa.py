@@ -72,6 +72,7 @@ NAMES = tuple(i.name for i in ISAS)
 class Cpu:
     machine: str  # x86_64 | aarch64 | ...
     flags: frozenset[str]
+    model: str = ""  # "AMD EPYC 7763 64-Core Processor" (model name / CPU part), "" if unknown
 
 
 def _machine() -> str:
@@ -84,16 +85,19 @@ def this_cpu() -> Cpu:
     """The CPU's machine name and feature flags, read once."""
     machine = _machine()
     flags: set[str] = set()
+    model = ""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith(("flags", "Features")):
-                flags.update(line.split(":", 1)[1].split())
-                break
+            key, _, value = line.partition(":")
+            if key.strip() in ("flags", "Features") and not flags:
+                flags.update(value.split())
+            elif key.strip() in ("model name", "CPU part") and not model:
+                model = value.strip()
     except OSError:
         pass
     if machine == "aarch64" and not flags and platform.system() == "Darwin":
         flags.update(("asimd", "asimddp"))  # every Apple Silicon core has NEON and dotprod
-    return Cpu(machine, frozenset(flags))
+    return Cpu(machine, frozenset(flags), model or platform.processor())
 
 
 def runnable(cpu: Cpu | None = None) -> list[Isa]:

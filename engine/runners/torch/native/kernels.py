@@ -6,9 +6,11 @@ from __future__ import annotations
 import ctypes as C
 import logging
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -16,6 +18,9 @@ import torch
 from ember.engine.runners.torch.native import structs as S
 from ember.engine.runners.torch.native.compile import NativeBuild, load_library
 from ember.engine.runners.torch.native.isa import choose
+
+if TYPE_CHECKING:
+    from ember.engine.runners.torch.native.choice import KernelChoice
 
 log = logging.getLogger(__name__)
 _lock = threading.Lock()
@@ -111,6 +116,36 @@ class Kernels:
 
     def __init__(self, lib: C.CDLL) -> None:
         self.lib = lib
+        self.choice: KernelChoice | None = None  # measured kernel choices (runner sets it)
+        self.gemm_min_rows = int(lib.em_gemm_min_rows())
+
+    def set_gemm_min_rows(self, rows: int) -> None:
+        """From how many activation rows native linears run the tiled matmul (gemm.c) instead
+        of the one-row dots: the same results bit for bit, so a speed choice (choice.py)."""
+        if rows != self.gemm_min_rows:
+            self.lib.em_set_gemm_min_rows(rows)
+            self.gemm_min_rows = rows
+
+    @contextmanager
+    def gemm_rows(self, rows: int) -> Iterator[None]:
+        """set_gemm_min_rows(rows) for the block, then back."""
+        before = self.gemm_min_rows
+        self.set_gemm_min_rows(rows)
+        try:
+            yield
+        finally:
+            self.set_gemm_min_rows(before)
+
+    def tune(self, descs: list[S.EmLinear]) -> None:
+        """Set the measured crossover to the tiled matmul over these linears (a model's layers)
+        at the current thread count: measured on first use, then a dictionary lookup."""
+        if self.choice is not None:
+            self.set_gemm_min_rows(self.choice.gemm_min_rows(descs))
+
+    def prefers_native(self, w: NativeLinear, rows: int) -> bool:
+        """Whether a batch of `rows` activation rows runs faster on the native kernels than as a
+        dense float32 matmul here (measured; without a choice, dense, as before it existed)."""
+        return self.choice is not None and self.choice.prefers_native(w.desc, rows)
 
     def linear(self, w: NativeLinear, x: torch.Tensor) -> torch.Tensor:
         """x (M, in) float32 -> (M, out) float32 = x W^T (+ b), 8-bit activations."""
@@ -167,3 +202,15 @@ class Kernels:
             C.byref(mat), idx.ctypes.data_as(S.I32P), len(idx), out.data_ptr(), scale
         )
         return out
+
+
+def layer_descs(model: torch.nn.Module) -> list[S.EmLinear]:
+    """The native linears of a model's decoder layers (LayerWeights fields; the LM head, which
+    multiplies one row a step, and MoE experts aside)."""
+    out = []
+    for layer in getattr(model, "layers", []):
+        for part in vars(getattr(layer, "w", object())).values():
+            native = getattr(part, "native", None)
+            if isinstance(native, NativeLinear):
+                out.append(native.desc)
+    return out

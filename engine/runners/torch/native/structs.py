@@ -121,3 +121,6 @@ def declare(lib: C.CDLL) -> None:
     lib.em_gather_rows.argtypes = [C.POINTER(EmMat), I32P, C.c_int32, C.c_void_p, C.c_float]
     lib.em_forward.argtypes = [C.POINTER(EmModel), C.POINTER(EmStep), C.c_void_p]
     lib.em_forward.restype = C.c_int
+    lib.em_set_gemm_min_rows.argtypes = [C.c_int32]
+    lib.em_gemm_min_rows.restype = C.c_int32
+    lib.em_gemm_ok.argtypes = [C.POINTER(EmLinear)]

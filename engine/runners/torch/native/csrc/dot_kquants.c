@@ -11,6 +11,7 @@
  *   ql[64n + 32 (s & 1) + l] and bits 2s, 2s + 1 of qh[32n + l].
  */
 #include "ember_native.h"
+#include "kscales.h"
 #include "simd.h"
 
 #define ACT256(a, m) ((a)->q256 + (size_t)(m) * (a)->k)
@@ -33,19 +34,49 @@ static inline void scale_min(int j, const uint8_t *q, int *sc, int *mn) {
     }
 }
 
-/* Q4_K and Q5_K: qh = NULL for Q4_K */
+/* Q4_K and Q5_K (five): per block the exact integer lanes of sum(sc q x) and of the mins'
+ * correction (lane i = mn_i (bs[2i] + bs[2i + 1])), then d and dmin times them (AVX2: in 8 float
+ * lanes, summed at the end; the tiled matmul, gemm_tile.c, sums the same lanes in the same
+ * order; elsewhere one scalar per block, like gemm_tile.c's portable path) */
 static inline float dot_k45(const uint8_t *w, const em_act *a, int32_t m, int bytes, int five) {
     const int nb = a->k / 256;
     const int8_t *x = ACT256(a, m);
     const float *dx = D256(a, m);
     const int16_t *bs = BSUM(a, m);
-    float mins = 0.0f;
 #ifdef EM_AVX2
     __m256 acc = _mm256_setzero_ps();
     const __m256i low4 = _mm256_set1_epi8(0x0f), one8 = _mm256_set1_epi8(1);
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *p = w + bytes * b, *qh = p + 16, *qs = p + (five ? 48 : 16);
+        const int8_t *xb = x + 256 * b;
+        uint32_t u[4];
+        em_k4_scales(p + 4, u);
+        const __m256i table = em_k4_scale_table(u);
+        __m256i sumi = _mm256_setzero_si256();
+        const __m256i hb = five ? em_load32(qh) : _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            const __m256i q4 = em_load32(qs + 32 * c);
+            __m256i lo = _mm256_and_si256(q4, low4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), low4);
+            if (five) {
+                const __m256i h0 = _mm256_and_si256(_mm256_srli_epi16(hb, 2 * c), one8);
+                const __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(hb, 2 * c + 1), one8);
+                lo = _mm256_or_si256(lo, _mm256_slli_epi16(h0, 4));
+                hi = _mm256_or_si256(hi, _mm256_slli_epi16(h1, 4));
+            }
+            const __m256i plo = em_dot_u8_pairs(lo, em_load32(xb + 64 * c));
+            const __m256i phi = em_dot_u8_pairs(hi, em_load32(xb + 64 * c + 32));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(plo, em_k4_scale(table, 2 * c)));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(phi, em_k4_scale(table, 2 * c + 1)));
+        }
+        const __m256i pairs = _mm256_madd_epi16(em_load32(bs + 16 * b), _mm256_set1_epi16(1));
+        const __m256i mins = _mm256_madd_epi16(em_k4_mins(u), pairs); /* mins < 64 */
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(p) * dx[b]), _mm256_cvtepi32_ps(sumi), acc);
+        acc = _mm256_fnmadd_ps(_mm256_set1_ps(f16(p + 2) * dx[b]), _mm256_cvtepi32_ps(mins), acc);
+    }
+    return em_hsum(acc);
 #else
-    float acc = 0.0f;
-#endif
+    float acc = 0.0f, mins = 0.0f;
     for (int b = 0; b < nb; b++) {
         const uint8_t *p = w + bytes * b, *qh = p + 16, *qs = p + (five ? 48 : 16);
         const int8_t *xb = x + 256 * b;
@@ -55,27 +86,8 @@ static inline float dot_k45(const uint8_t *w, const em_act *a, int32_t m, int by
             scale_min(j, p + 4, &sc[j], &mn[j]);
             summ += mn[j] * (bsb[2 * j] + bsb[2 * j + 1]);
         }
-#ifdef EM_AVX2
-        __m256i sumi = _mm256_setzero_si256();
-        __m256i hb = five ? em_load32(qh) : _mm256_setzero_si256();
-        for (int c = 0; c < 4; c++) {
-            __m256i q4 = em_load32(qs + 32 * c);
-            __m256i lo = _mm256_and_si256(q4, low4);
-            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), low4);
-            if (five) {
-                __m256i h0 = _mm256_and_si256(_mm256_srli_epi16(hb, 2 * c), one8);
-                __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(hb, 2 * c + 1), one8);
-                lo = _mm256_or_si256(lo, _mm256_slli_epi16(h0, 4));
-                hi = _mm256_or_si256(hi, _mm256_slli_epi16(h1, 4));
-            }
-            __m256i plo = em_dot_u8_pairs(lo, em_load32(xb + 64 * c));
-            __m256i phi = em_dot_u8_pairs(hi, em_load32(xb + 64 * c + 32));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(plo, _mm256_set1_epi16((short)sc[2 * c])));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(phi, _mm256_set1_epi16((short)sc[2 * c + 1])));
-        }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(p) * dx[b]), _mm256_cvtepi32_ps(sumi), acc);
-#elif defined(EM_NEON)
         int sumi = 0;
+#if defined(EM_NEON)
         const uint8x16_t m4 = vdupq_n_u8(0x0f), one = vdupq_n_u8(1);
         const uint8x16_t h0 = vld1q_u8(five ? qh : qs), h1 = vld1q_u8(five ? qh + 16 : qs);
         for (int c = 0; c < 4; c++) {
@@ -92,9 +104,7 @@ static inline float dot_k45(const uint8_t *w, const em_act *a, int32_t m, int by
             sumi += sc[2 * c] * em_ndot32(lo0, lo1, xb + 64 * c) +
                     sc[2 * c + 1] * em_ndot32(hi0, hi1, xb + 64 * c + 32);
         }
-        acc += f16(p) * dx[b] * (float)sumi;
 #else
-        int sumi = 0;
         for (int c = 0; c < 4; c++) {
             int s0 = 0, s1 = 0;
             for (int l = 0; l < 32; l++) {
@@ -108,13 +118,10 @@ static inline float dot_k45(const uint8_t *w, const em_act *a, int32_t m, int by
             }
             sumi += sc[2 * c] * s0 + sc[2 * c + 1] * s1;
         }
-        acc += f16(p) * dx[b] * (float)sumi;
 #endif
+        acc += f16(p) * dx[b] * (float)sumi;
         mins += f16(p + 2) * dx[b] * (float)summ;
     }
-#ifdef EM_AVX2
-    return em_hsum(acc) - mins;
-#else
     return acc - mins;
 #endif
 }
@@ -143,6 +150,7 @@ float em_dot_q6_k(const uint8_t *w, const em_act *a, int32_t m) {
         for (int g = 0; g < 16; g++) sub += sc[g] * bsb[g];
         corr += d * (float)(32 * sub); /* the codes are stored + 32 */
 #ifdef EM_AVX2
+        const __m128i sc8 = _mm_loadu_si128((const __m128i *)sc);
         __m256i sumi = _mm256_setzero_si256();
         for (int n = 0; n < 2; n++) {
             __m256i l0 = em_load32(ql + 64 * n), l1 = em_load32(ql + 64 * n + 32);
@@ -156,10 +164,7 @@ float em_dot_q6_k(const uint8_t *w, const em_act *a, int32_t m) {
                 __m256i hs = _mm256_and_si256(_mm256_srli_epi16(h, 2 * s), two);
                 __m256i qs = _mm256_or_si256(q[s], _mm256_slli_epi16(hs, 4));
                 __m256i pr = em_dot_u8_pairs(qs, em_load32(xb + 128 * n + 32 * s));
-                const int8_t *sg = sc + 8 * n + 2 * s;
-                __m256i scv = _mm256_insertf128_si256(
-                    _mm256_castsi128_si256(_mm_set1_epi16(sg[0])), _mm_set1_epi16(sg[1]), 1);
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(pr, scv));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(pr, em_q6_scale(sc8, 4 * n + s)));
             }
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);

@@ -68,36 +68,33 @@ float em_dot_q8_0(const uint8_t *w, const em_act *a, int32_t m) {
 #endif
 }
 
-/* Q4_0 (bytes 18, offset 8, no qh), Q5_0 (bytes 22, offset 16, qh at 2): the unsigned codes
- * times x, minus offset * sum(x) per block (sum(x) d_x is s_x) */
+/* Q4_0 (bytes 18, offset 8, no qh), Q5_0 (bytes 22, offset 16, qh at 2): the signed codes
+ * (q - offset) times x, summed per 4 as exact integers like Q8_0's (so the tiled matmul,
+ * gemm_tile.c, which sums the same lanes, gives the same floats) */
 static inline float dot_sym(const uint8_t *w, const em_act *a, int32_t m, int bytes, int has_qh) {
     const int nb = a->k / 32, offset = has_qh ? 16 : 8, qs_at = has_qh ? 6 : 2;
     const int8_t *x = ACT32(a, m);
-    const float *dx = D32(a, m), *sx = S32(a, m);
-    float corr = 0.0f;
+    const float *dx = D32(a, m);
 #ifdef EM_AVX2
     __m256 acc = _mm256_setzero_ps();
-    const __m256i five = _mm256_set1_epi8(0x10), one = _mm256_set1_epi16(1);
+    const __m256i five = _mm256_set1_epi8(0x10), off = _mm256_set1_epi8((char)offset);
     for (int b = 0; b < nb; b++) {
         const uint8_t *p = w + bytes * b;
         __m256i q = em_nibbles32(p + qs_at);
         if (has_qh) q = _mm256_or_si256(q, _mm256_and_si256(em_bits32(p + 2), five));
-        __m256i s = _mm256_madd_epi16(em_dot_u8_pairs(q, em_load32(x + 32 * b)), one);
-        const float dw = f16(p);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(dw * dx[b]), _mm256_cvtepi32_ps(s), acc);
-        corr += dw * sx[b];
+        __m256i s = em_dot_i8(_mm256_sub_epi8(q, off), em_load32(x + 32 * b));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(p) * dx[b]), _mm256_cvtepi32_ps(s), acc);
     }
-    return em_hsum(acc) - (float)offset * corr;
+    return em_hsum(acc);
 #else
     float acc = 0.0f;
     int q[32];
     for (int b = 0; b < nb; b++) {
         const uint8_t *p = w + bytes * b;
         codes32(p + qs_at, has_qh ? p + 2 : NULL, q);
-        acc += f16(p) * dx[b] * (float)sum_i8(q, x + 32 * b, 0);
-        corr += f16(p) * sx[b];
+        acc += f16(p) * dx[b] * (float)sum_i8(q, x + 32 * b, offset);
     }
-    return acc - (float)offset * corr;
+    return acc;
 #endif
 }
 

@@ -2,6 +2,7 @@
  * block's codes are unpacked once and multiplied with the 4 rows while they are in registers.
  * Same math and order per row as the one-row dots (dot_legacy.c, dot_kquants.c). */
 #include "ember_native.h"
+#include "kscales.h"
 #include "simd.h"
 
 #ifdef EM_AVX2
@@ -38,30 +39,29 @@ static void dot4_q8_0(const uint8_t *w, const em_act *a, int32_t m0, float *out)
     store(acc, zero, out);
 }
 
-/* Q4_0 / Q5_0: unsigned codes, minus offset * s_x per block */
+/* Q4_0 / Q5_0: signed codes (q - offset), as Q8_0 */
 static inline void dot4_sym(const uint8_t *w, const em_act *a, int32_t m0, float *out, int bytes,
                             int has_qh) {
     const int nb = a->k / 32, offset = has_qh ? 16 : 8, qs_at = has_qh ? 6 : 2;
     __m256 acc[NR];
-    float corr[NR] = {0};
+    const float zero[NR] = {0};
     for (int r = 0; r < NR; r++) acc[r] = _mm256_setzero_ps();
-    const __m256i five = _mm256_set1_epi8(0x10), one = _mm256_set1_epi16(1);
+    const __m256i five = _mm256_set1_epi8(0x10), off = _mm256_set1_epi8((char)offset);
     for (int b = 0; b < nb; b++) {
         const uint8_t *p = w + bytes * b;
         __m256i q = em_nibbles32(p + qs_at);
         if (has_qh) q = _mm256_or_si256(q, _mm256_and_si256(em_bits32(p + 2), five));
+        q = _mm256_sub_epi8(q, off);
         const float dw = f16(p);
         for (int r = 0; r < NR; r++) {
             const size_t m = (size_t)(m0 + r);
             const __m256i x = em_load32(a->q32 + m * a->k + 32 * b);
-            __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), one);
+            const __m256i s = em_dot_i8(q, x);
             acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d32[m * nb + b]),
                                      _mm256_cvtepi32_ps(s), acc[r]);
-            corr[r] += dw * a->s32[m * nb + b];
         }
     }
-    for (int r = 0; r < NR; r++) corr[r] *= (float)offset;
-    store(acc, corr, out);
+    store(acc, zero, out);
 }
 
 static void dot4_q4_0(const uint8_t *w, const em_act *a, int32_t m0, float *out) {
@@ -71,27 +71,19 @@ static void dot4_q5_0(const uint8_t *w, const em_act *a, int32_t m0, float *out)
     dot4_sym(w, a, m0, out, 22, 1);
 }
 
-static inline void scale_min(int j, const uint8_t *q, int *sc, int *mn) {
-    if (j < 4) {
-        *sc = q[j] & 63, *mn = q[j + 4] & 63;
-    } else {
-        *sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
-        *mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-    }
-}
-
 /* Q4_K / Q5_K against q8_K rows */
 static inline void dot4_k45(const uint8_t *w, const em_act *a, int32_t m0, float *out, int bytes,
                             int five) {
     const int nb = a->k / 256;
     __m256 acc[NR];
-    float mins[NR] = {0};
+    const float zero[NR] = {0};
     for (int r = 0; r < NR; r++) acc[r] = _mm256_setzero_ps();
     const __m256i low4 = _mm256_set1_epi8(0x0f), one8 = _mm256_set1_epi8(1);
     for (int b = 0; b < nb; b++) {
         const uint8_t *p = w + bytes * b, *qh = p + 16, *qs = p + (five ? 48 : 16);
-        int sc[8], mn[8];
-        for (int j = 0; j < 8; j++) scale_min(j, p + 4, &sc[j], &mn[j]);
+        uint32_t u[4];
+        em_k4_scales(p + 4, u);
+        const __m256i table = em_k4_scale_table(u);
         __m256i sumi[NR];
         for (int r = 0; r < NR; r++) sumi[r] = _mm256_setzero_si256();
         const __m256i hb = five ? em_load32(qh) : _mm256_setzero_si256();
@@ -105,8 +97,7 @@ static inline void dot4_k45(const uint8_t *w, const em_act *a, int32_t m0, float
                 lo = _mm256_or_si256(lo, _mm256_slli_epi16(h0, 4));
                 hi = _mm256_or_si256(hi, _mm256_slli_epi16(h1, 4));
             }
-            const __m256i s0 = _mm256_set1_epi16((short)sc[2 * c]);
-            const __m256i s1 = _mm256_set1_epi16((short)sc[2 * c + 1]);
+            const __m256i s0 = em_k4_scale(table, 2 * c), s1 = em_k4_scale(table, 2 * c + 1);
             for (int r = 0; r < NR; r++) {
                 const int8_t *xb = a->q256 + (size_t)(m0 + r) * a->k + 256 * b + 64 * c;
                 __m256i pl = _mm256_maddubs_epi16(lo, em_load32(xb));
@@ -116,17 +107,18 @@ static inline void dot4_k45(const uint8_t *w, const em_act *a, int32_t m0, float
             }
         }
         const float d = f16(p), dmin = f16(p + 2);
+        const __m256i mins = em_k4_mins(u);
         for (int r = 0; r < NR; r++) {
             const size_t m = (size_t)(m0 + r);
             const float dx = a->d256[m * nb + b];
-            const int16_t *bs = a->bsum256 + m * (a->k / 16) + 16 * b;
-            int summ = 0;
-            for (int j = 0; j < 8; j++) summ += mn[j] * (bs[2 * j] + bs[2 * j + 1]);
+            const __m256i pairs = _mm256_madd_epi16(
+                em_load32(a->bsum256 + m * (a->k / 16) + 16 * b), _mm256_set1_epi16(1));
             acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d * dx), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
-            mins[r] += dmin * dx * (float)summ;
+            acc[r] = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * dx),
+                                      _mm256_cvtepi32_ps(_mm256_madd_epi16(mins, pairs)), acc[r]);
         }
     }
-    store(acc, mins, out);
+    store(acc, zero, out);
 }
 
 static void dot4_q4_k(const uint8_t *w, const em_act *a, int32_t m0, float *out) {
@@ -145,6 +137,7 @@ static void dot4_q6_k(const uint8_t *w, const em_act *a, int32_t m0, float *out)
     for (int b = 0; b < nb; b++) {
         const uint8_t *p = w + 210 * b, *ql = p, *qh = p + 128;
         const int8_t *sc = (const int8_t *)(p + 192);
+        const __m128i sc8 = _mm_loadu_si128((const __m128i *)sc);
         __m256i sumi[NR];
         for (int r = 0; r < NR; r++) sumi[r] = _mm256_setzero_si256();
         for (int n = 0; n < 2; n++) {
@@ -157,9 +150,7 @@ static void dot4_q6_k(const uint8_t *w, const em_act *a, int32_t m0, float *out)
             for (int s = 0; s < 4; s++) {
                 const __m256i hs = _mm256_and_si256(_mm256_srli_epi16(h, 2 * s), three);
                 const __m256i qs = _mm256_or_si256(lows[s], _mm256_slli_epi16(hs, 4));
-                const int8_t *sg = sc + 8 * n + 2 * s;
-                const __m256i scv = _mm256_insertf128_si256(
-                    _mm256_castsi128_si256(_mm_set1_epi16(sg[0])), _mm_set1_epi16(sg[1]), 1);
+                const __m256i scv = em_q6_scale(sc8, 4 * n + s);
                 for (int r = 0; r < NR; r++) {
                     const int8_t *xb = a->q256 + (size_t)(m0 + r) * a->k + 256 * b + 128 * n + 32 * s;
                     __m256i pr = _mm256_maddubs_epi16(qs, em_load32(xb));
@@ -174,7 +165,7 @@ static void dot4_q6_k(const uint8_t *w, const em_act *a, int32_t m0, float *out)
             const int16_t *bs = a->bsum256 + m * (a->k / 16) + 16 * b;
             int sub = 0;
             for (int g = 0; g < 16; g++) sub += sc[g] * bs[g];
-            corr[r] += d * (float)(32 * sub);
+            corr[r] += d * (float)(32 * sub); /* the codes are stored + 32 */
             acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
         }
     }

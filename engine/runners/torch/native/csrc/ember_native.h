@@ -120,6 +120,8 @@ int em_linear_forward(const em_linear *w, const float *x, int64_t ldx, int32_t m
 void em_dequant_rows(const em_mat *w, int64_t row0, int64_t n_rows, float *out,
                      int32_t n_threads);
 void em_gather_rows(const em_mat *w, const int32_t *ids, int32_t n, float *out, float scale);
+void em_set_gemm_min_rows(int32_t n); /* linear.c: tiled matmul from this many activation rows */
+int32_t em_gemm_min_rows(void);
 int em_forward(const em_model *m, const em_step *s, float *logits);
 
 /* internal, shared between files */
@@ -140,6 +142,9 @@ void em_act_quantize_rows(em_act *a, int need32, int need256, em_team *T); /* on
 void em_linear_rows(const em_linear *w, const em_act *a, float *y, int64_t ldy,
                     em_team *T); /* one phase */
 void em_linear_needs(const em_linear *w, int *need32, int *need256);
+int em_gemm_ok(const em_linear *w); /* gemm.c: every part has a tiled kernel */
+void em_gemm_rows(const em_linear *w, const em_act *a, float *y, int64_t ldy,
+                  em_team *T); /* one phase */
 typedef float (*em_dot_fn)(const uint8_t *row, const em_act *a, int32_t m);
 em_dot_fn em_dot_for(int32_t type);
 /* one weight row against activation rows m0 .. m0 + 3 (NULL: no such kernel for the type) */

@@ -6,6 +6,7 @@
  * therefore prefetches its own rows PREFETCH_AHEAD bytes before the dot products reach them
  * (measured on the starter model, 2 threads: decode 0.91x -> 0.99x llama.cpp's, paired in one
  * process; 6 KiB ahead was no better than none, 3-4 KiB best). */
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "ember_native.h"
@@ -56,7 +57,17 @@ const char *em_features(void) {
 
 int em_abi_version(void) { return EM_ABI_VERSION; }
 
+/* from how many activation rows em_linear_rows runs the tiled matmul (gemm.c; the same results
+ * bit for bit): the runner sets the crossover it measured on this machine (choice.py) */
+static _Atomic int32_t gemm_min_rows = 16;
+void em_set_gemm_min_rows(int32_t n) { atomic_store_explicit(&gemm_min_rows, n, memory_order_relaxed); }
+int32_t em_gemm_min_rows(void) { return atomic_load_explicit(&gemm_min_rows, memory_order_relaxed); }
+
 void em_linear_rows(const em_linear *w, const em_act *a, float *y, int64_t ldy, em_team *T) {
+    if (a->m >= em_gemm_min_rows() && em_gemm_ok(w)) {
+        em_gemm_rows(w, a, y, ldy, T);
+        return;
+    }
     int64_t start[EM_MAX_PARTS + 1] = {0};
     for (int p = 0; p < w->n_parts; p++) start[p + 1] = start[p] + w->part[p].rows;
     const int64_t total = start[w->n_parts], per = total > 8192 ? ROWS_PER_BIG_TASK : ROWS_PER_TASK;

@@ -45,9 +45,9 @@ static void fill(const format *f, uint8_t *w, int64_t n_bytes) {
 }
 
 int main(void) {
-    enum { ROWS = 8, COLS = 512, M = 3 };
-    static float x[M * COLS], y[M * ROWS], row[COLS];
-    for (int i = 0; i < M * COLS; i++) x[i] = uniform() * 4.0f;
+    enum { ROWS = 8, COLS = 512, M = 3, MT = 9 };
+    static float x[MT * COLS], y[M * ROWS], yt[MT * ROWS], yd[MT * ROWS], row[COLS];
+    for (int i = 0; i < MT * COLS; i++) x[i] = uniform() * 4.0f;
     for (size_t t = 0; t < sizeof(FORMATS) / sizeof(FORMATS[0]); t++) {
         const format *f = &FORMATS[t];
         const int64_t row_bytes = (int64_t)COLS / f->block * f->bytes;
@@ -62,6 +62,21 @@ int main(void) {
         for (int i = 0; i < M * ROWS; i++) {
             uint32_t bits;
             memcpy(&bits, &y[i], 4);
+            printf(" %08x", bits);
+        }
+        /* the tiled matmul over more rows: printed, and equal to the one-row dots */
+        em_set_gemm_min_rows(1);
+        if (em_linear_forward(&lin, x, COLS, MT, yt, ROWS, 2) != 0) return 1;
+        em_set_gemm_min_rows(1 << 30);
+        if (em_linear_forward(&lin, x, COLS, MT, yd, ROWS, 2) != 0) return 1;
+        if (memcmp(yt, yd, sizeof(yt)) != 0) {
+            printf("%s tiled products differ from the one-row dots\n", f->name);
+            return 2;
+        }
+        printf("\n%s tiled", f->name);
+        for (int i = 0; i < MT * ROWS; i++) {
+            uint32_t bits;
+            memcpy(&bits, &yt[i], 4);
             printf(" %08x", bits);
         }
         em_dequant_rows(&lin.part[0], ROWS - 1, 1, row, 1);

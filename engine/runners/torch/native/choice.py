@@ -1,0 +1,246 @@
+"""Which kernel multiplies a batch of activation rows on this machine: measured, not assumed.
+
+Two choices, per weight shape (GGML type, columns) and thread count:
+
+- the native tiled 8-bit matmul (csrc/gemm.c) or the one-row dots (csrc/dot_multi.c): the same
+  results bit for bit, so speed alone decides from how many activation rows the tiled one runs
+  (`em_set_gemm_min_rows`, one value per process: the crossover over the model's linears);
+- for prompt-sized batches (QLinear, from DENSE_PREFILL_TOKENS rows), the native kernels or
+  torch's float32 matmul over a transient dequantized copy (MKL/oneDNN), whose activations are
+  rounded as the kernels round them (act_rounding), so only float summation order differs.
+
+Each path is timed on a slice of the real weight (at most SLICE_ROWS rows) at two batch sizes
+and fitted as seconds per weight row = fixed + per_token * rows of x (decoding or dequantizing
+once, then multiplying); a fused linear costs its parts' rows times their fits. A time is the
+best of runs repeated for BUDGET_S (MIN_REPEATS..MAX_REPEATS): on a busy machine a descheduled
+thread stalls a parallel product by whole time slices, often for several runs in a row. A best
+time no second run came near (within AGREE) is a lucky or a stalled one: such fits serve this
+process but are not cached, so the next process measures again.
+Fits are cached in a JSON file beside the compiled kernels (under Ember's cache dir), keyed by
+the CPU model, the ISA build, the thread count, the type and the columns; a new key is measured
+on first use, in tens of milliseconds, and never again on this machine.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ember.engine.runners.torch.native import structs as S
+
+if TYPE_CHECKING:
+    from ember.engine.runners.torch.native.compile import NativeBuild
+    from ember.engine.runners.torch.native.kernels import Kernels
+
+log = logging.getLogger(__name__)
+
+VERSION = 1
+SLICE_ROWS = 256  # weight rows a measurement multiplies (per-row costs are what is fitted)
+MIN_REPEATS, MAX_REPEATS = 3, 20  # runs per time, within BUDGET_S
+BUDGET_S = 0.1
+AGREE = 1.25
+SIZES = {"dots": (4, 16), "gemm": (16, 128), "dense": (64, 256)}  # activation rows timed
+MAX_GEMM_ROWS = 64  # the native step's largest batch (runner.NATIVE_MAX_TOKENS)
+FOREVER = 1 << 30
+
+Clock = Callable[[], float]
+_MEASURED: dict[str, dict[str, dict[str, Fit]]] = {}  # cache file (or "None") -> fits this process holds
+# run(path, one weight matrix, rows of x): one product the way `path` computes it
+Run = Callable[[str, S.EmMat, int], None]
+
+
+@dataclass(frozen=True)
+class Fit:
+    """Seconds per weight row: fixed (decode or dequantize) + per_token * activation rows."""
+
+    fixed: float
+    per_token: float
+
+    def at(self, tokens: int) -> float:
+        return self.fixed + self.per_token * tokens
+
+
+def fit_two(m1: int, t1: float, m2: int, t2: float) -> Fit:
+    """The line through (m1, t1) and (m2, t2), neither part negative."""
+    per = max((t2 - t1) / (m2 - m1), 0.0)
+    return Fit(max(t1 - per * m1, 0.0), per)
+
+
+class KernelChoice:
+    """Measured fits per (type, columns) for the current thread count, cached per machine."""
+
+    def __init__(
+        self,
+        path: Path | None,
+        machine: str,
+        run: Run,
+        threads: Callable[[], int],
+        clock: Clock = time.perf_counter,
+    ) -> None:
+        self.path, self.machine, self.run, self.threads, self.clock = (
+            path,
+            machine,
+            run,
+            threads,
+            clock,
+        )
+        self.fits = _MEASURED.setdefault(str(path), {})  # once per process, saved or not
+        self.fits.update(self._load())
+        self._crossover: dict[tuple[int, int], int] = {}
+
+    def key(self, qtype: int, cols: int) -> str:
+        return f"{self.machine}|t{self.threads()}|q{qtype}|c{cols}"
+
+    def part_fits(self, part: S.EmMat) -> dict[str, Fit]:
+        """The three paths' fits for this part's type and columns (measured once)."""
+        key = self.key(int(part.type), int(part.cols))
+        if key not in self.fits:
+            self.fits[key], confirmed = self._measure(part)
+            if confirmed:
+                self._save(key)
+        return self.fits[key]
+
+    def cost(self, desc: S.EmLinear, path: str, tokens: int) -> float:
+        """Predicted seconds of one product of `tokens` activation rows by path."""
+        return sum(
+            desc.part[i].rows * self.part_fits(desc.part[i])[path].at(tokens)
+            for i in range(desc.n_parts)
+        )
+
+    def prefers_native(self, desc: S.EmLinear, tokens: int) -> bool:
+        """Native kernels (tiled at this size) over a dense float32 matmul for this batch."""
+        return self.cost(desc, "gemm", tokens) <= self.cost(desc, "dense", tokens)
+
+    def gemm_min_rows(self, descs: list[S.EmLinear]) -> int:
+        """From how many activation rows the tiled matmul beats the one-row dots over these
+        linears (a model's layers), FOREVER where it never does below MAX_GEMM_ROWS."""
+        memo = (self.threads(), len(descs))
+        if memo not in self._crossover:
+            rows = FOREVER
+            for m in range(1, MAX_GEMM_ROWS + 1):
+                gemm = sum(self.cost(d, "gemm", m) for d in descs)
+                if gemm <= sum(self.cost(d, "dots", m) for d in descs):
+                    rows = m
+                    break
+            self._crossover[memo] = rows
+        return self._crossover[memo]
+
+    def _measure(self, part: S.EmMat) -> tuple[dict[str, Fit], bool]:
+        """The fits, and whether every time in them was confirmed by a second run."""
+        rows = min(int(part.rows), SLICE_ROWS)
+        sliced = S.EmMat(part.data, part.row_bytes, part.type, rows, part.cols, 0)
+        fits, confirmed = {}, True
+        for path, (m1, m2) in SIZES.items():
+            (t1, ok1), (t2, ok2) = self._time(path, sliced, m1), self._time(path, sliced, m2)
+            fits[path] = fit_two(m1, t1 / rows, m2, t2 / rows)
+            confirmed = confirmed and ok1 and ok2
+        log.info(
+            "kernel choice: measured type %d x %d columns on %d threads: %s",
+            part.type,
+            part.cols,
+            self.threads(),
+            fits,
+        )
+        return fits, confirmed
+
+    def _time(self, path: str, part: S.EmMat, tokens: int) -> tuple[float, bool]:
+        """The best time of one product, and whether a second run came within AGREE of it."""
+        self.run(path, part, tokens)  # warm: pages, buffers, thread pool
+        times: list[float] = []
+        while len(times) < MAX_REPEATS and (len(times) < MIN_REPEATS or sum(times) < BUDGET_S):
+            start = self.clock()
+            self.run(path, part, tokens)
+            times.append(self.clock() - start)
+        best = min(times)
+        return best, sum(t <= best * AGREE for t in times) >= 2
+
+    def _load(self, quiet: bool = False) -> dict[str, dict[str, Fit]]:
+        if self.path is None or not self.path.is_file():
+            return {}
+        try:
+            data = json.loads(self.path.read_text())
+            if data.get("version") != VERSION:
+                return {}
+            return {
+                key: {path: Fit(float(f[0]), float(f[1])) for path, f in paths.items()}
+                for key, paths in data["fits"].items()
+            }
+        except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
+            if not quiet:
+                log.warning("%s: unreadable kernel choices (%s); measuring again", self.path, exc)
+            return {}
+
+    def _save(self, key: str) -> None:
+        """Merge this key into the file (other processes may have added theirs) atomically."""
+        if self.path is None:
+            return
+        merged = {**self._load(quiet=True), key: self.fits[key]}
+        data = {
+            "version": VERSION,
+            "fits": {
+                k: {p: [f.fixed, f.per_token] for p, f in v.items()} for k, v in merged.items()
+            },
+        }
+        tmp = ""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".choice.", dir=self.path.parent)
+            with os.fdopen(fd, "w") as f:
+                json.dump(data, f, indent=1, sort_keys=True)
+            os.replace(tmp, self.path)
+        except OSError as exc:
+            log.warning("%s: could not save kernel choices (%s)", self.path, exc)
+        finally:
+            if tmp:
+                Path(tmp).unlink(missing_ok=True)
+
+
+def kernel_run(kernels: Kernels) -> Run:
+    """The real products: the one-row dots, the tiled matmul, or dequantize + float32 matmul
+    (QLinear's dense prefill path), on random activations."""
+    import torch
+
+    from ember.engine.runners.torch.layers.act_rounding import dense_product, output_blocks
+    from ember.engine.runners.torch.native.kernels import NativeLinear
+
+    xs: dict[tuple[int, int], torch.Tensor] = {}
+
+    def run(path: str, part: S.EmMat, tokens: int) -> None:
+        desc = S.EmLinear()
+        desc.part[0], desc.n_parts, desc.out_features = part, 1, part.rows
+        lin = NativeLinear(desc)
+        if (tokens, part.cols) not in xs:
+            xs[tokens, part.cols] = torch.randn(tokens, part.cols)
+        x = xs[tokens, part.cols]
+        if path == "dense":
+            dense_product(x, kernels.dequantize(lin), output_blocks(desc))
+            return
+        with kernels.gemm_rows(1 if path == "gemm" else FOREVER):
+            kernels.linear(lin, x)
+
+    return run
+
+
+def measured_choice(kernels: Kernels, build: NativeBuild, cache_dir: Path | None) -> KernelChoice:
+    """The choice for this library on this machine, its fits cached in cache_dir (the compiled
+    kernels' folder; None: the private temporary folder they use then)."""
+    import torch
+
+    from ember.engine.runners.torch.native.compile import _private_temp_dir
+    from ember.engine.runners.torch.native.isa import this_cpu
+
+    root = cache_dir
+    if root is None:
+        root, problem = _private_temp_dir()
+        if problem:
+            root = None
+    machine = f"{this_cpu().model}|{build.isa}|{build.features}"
+    path = root / "kernel_choice.json" if root is not None else None
+    return KernelChoice(path, machine, kernel_run(kernels), torch.get_num_threads)

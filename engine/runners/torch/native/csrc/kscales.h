@@ -1,0 +1,50 @@
+/* The k-quants' per-32 scales without a loop per sub-block: Q4_K/Q5_K's 12 packed bytes of 6-bit
+ * scales and mins unpacked four at a time in 32-bit words, and (AVX2) the broadcasts the dots
+ * multiply with, by byte shuffles. Shared by the one-row dots (dot_kquants.c), the 4-row dots
+ * (dot_multi.c) and the tiled matmul's decoder (gemm_decode.c). */
+#ifndef EMBER_KSCALES_H
+#define EMBER_KSCALES_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "simd.h"
+
+/* bytes of u[0], u[1]: the 8 scales; of u[2], u[3]: the 8 mins (each 0..63). Scale j < 4 is the
+ * low 6 bits of byte j, min j < 4 of byte j + 4; for j >= 4 the low (scale) or high (min) nibble
+ * of byte j + 4 and the top 2 bits of byte j - 4 (scale) or j (min). */
+static inline void em_k4_scales(const uint8_t *packed, uint32_t u[4]) {
+    uint32_t w[3];
+    memcpy(w, packed, 12);
+    u[3] = ((w[2] >> 4) & 0x0f0f0f0fu) | (((w[1] >> 6) & 0x03030303u) << 4);
+    u[2] = w[1] & 0x3f3f3f3fu;
+    u[1] = (w[2] & 0x0f0f0f0fu) | (((w[0] >> 6) & 0x03030303u) << 4);
+    u[0] = w[0] & 0x3f3f3f3fu;
+}
+
+#ifdef EM_AVX2
+/* the 8 scales as int16, repeated in both 128-bit halves (for em_k4_scale) */
+static inline __m256i em_k4_scale_table(const uint32_t u[4]) {
+    const __m128i s = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)u[1], (int)u[0]));
+    return _mm256_broadcastsi128_si256(s);
+}
+
+/* scale j in all 16 int16 lanes */
+static inline __m256i em_k4_scale(__m256i table, int j) {
+    return _mm256_shuffle_epi8(table, _mm256_set1_epi16((short)((2 * j) | ((2 * j + 1) << 8))));
+}
+
+/* the 8 mins as int32 lanes (0 in their high int16, for madd with int32 pair sums) */
+static inline __m256i em_k4_mins(const uint32_t u[4]) {
+    return _mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, (int)u[3], (int)u[2]));
+}
+
+/* Q6_K: int16 lanes 0-7 = sc[2j], 8-15 = sc[2j + 1] of the 16 signed scales sc */
+static inline __m256i em_q6_scale(__m128i sc, int j) {
+    const __m128i pick = _mm_set_epi64x((long long)(0x0101010101010101ULL * (uint64_t)(2 * j + 1)),
+                                        (long long)(0x0101010101010101ULL * (uint64_t)(2 * j)));
+    return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc, pick));
+}
+#endif
+
+#endif

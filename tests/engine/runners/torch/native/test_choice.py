@@ -1,0 +1,176 @@
+"""The measured kernel choice (native/choice.py): decisions follow what was measured (a fake
+clock), the fits are cached per machine, thread count, type and columns, and a real runner
+writes the file on its first prompt and reads it on the next load instead of measuring."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ember.engine.runners.base import ForwardBatch, SeqStep
+from ember.engine.runners.torch.native import choice as native_choice
+from ember.engine.runners.torch.native import structs as S
+from ember.engine.runners.torch.native.choice import FOREVER, KernelChoice
+from ember.engine.runners.torch.native.isa import this_cpu
+from ember.engine.runners.torch.native.kernels import native_build
+from ember.engine.runners.torch.runner import TorchOptions, TorchRunner
+from tests.conftest import TEST_CACHE
+
+# microseconds per weight row: fixed + per token (dots win below 8 rows, dense above 180)
+COSTS = {"dots": (0.1, 1.0), "gemm": (4.0, 0.5), "dense": (40.0, 0.3)}
+
+
+@pytest.fixture(autouse=True)
+def fresh_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts as a new process: no fits held in memory."""
+    monkeypatch.setattr(native_choice, "_MEASURED", {})
+
+
+class FakeMachine:
+    """A clock that only the products move, by COSTS (or flat ones: a stalled machine)."""
+
+    def __init__(self, costs: dict[str, tuple[float, float]] = COSTS) -> None:
+        self.now, self.calls, self.costs = 0.0, 0, costs
+
+    def clock(self) -> float:
+        return self.now
+
+    def run(self, path: str, part: S.EmMat, tokens: int) -> None:
+        fixed, per = self.costs[path]
+        self.now += part.rows * (fixed + per * tokens) * 1e-6
+        self.calls += 1
+
+
+def linear(*parts: tuple[int, int, int]) -> S.EmLinear:
+    """An em_linear of (type, rows, cols) parts (no data: the fake machine needs none)."""
+    desc = S.EmLinear()
+    for i, (qtype, rows, cols) in enumerate(parts):
+        desc.part[i] = S.EmMat(None, 0, qtype, rows, cols, 0)
+    desc.n_parts, desc.out_features = len(parts), sum(p[1] for p in parts)
+    return desc
+
+
+def chooser(path: Path | None, fake: FakeMachine, threads: int = 2) -> KernelChoice:
+    return KernelChoice(path, "Test CPU|avx2|avx2 fma", fake.run, lambda: threads, fake.clock)
+
+
+def test_decisions_follow_the_measurements(tmp_path: Path) -> None:
+    fake = FakeMachine()
+    choice = chooser(tmp_path / "choice.json", fake)
+    qkv = linear((S.Q4_K, 2048, 2048), (S.Q4_K, 512, 2048), (S.Q6_K, 512, 2048))
+    assert choice.gemm_min_rows([qkv]) == 8  # 0.1 + m > 4 + m / 2 from m = 8
+    assert choice.prefers_native(qkv, 64) and choice.prefers_native(qkv, 180)
+    assert not choice.prefers_native(qkv, 200) and not choice.prefers_native(qkv, 2048)
+    fit = choice.part_fits(qkv.part[0])["gemm"]
+    assert fit.fixed == pytest.approx(4e-6) and fit.per_token == pytest.approx(0.5e-6)
+
+
+def test_fits_are_cached_per_machine_and_read_back(tmp_path: Path) -> None:
+    path = tmp_path / "choice.json"
+    fake = FakeMachine()
+    down = linear((S.Q6_K, 2048, 8192))
+    assert chooser(path, fake).prefers_native(down, 64)
+    measured = fake.calls
+    assert measured > 0
+    data = json.loads(path.read_text())
+    assert list(data["fits"]) == [f"Test CPU|avx2|avx2 fma|t2|q{S.Q6_K}|c8192"]
+    assert set(data["fits"][f"Test CPU|avx2|avx2 fma|t2|q{S.Q6_K}|c8192"]) == {
+        "dots",
+        "gemm",
+        "dense",
+    }
+    again = chooser(path, fake)  # another process on this machine: read, not measured
+    assert again.prefers_native(down, 64) and not again.prefers_native(down, 4096)
+    assert again.gemm_min_rows([down]) == 8
+    assert fake.calls == measured
+    chooser(path, fake, threads=1).prefers_native(down, 64)  # a new thread count is measured
+    assert fake.calls == 2 * measured
+    assert len(json.loads(path.read_text())["fits"]) == 2
+
+
+def test_an_unreadable_file_is_measured_again_and_rewritten(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "choice.json"
+    path.write_text('{"version": 1, "fits": {"x": {"gemm": [1]}}')  # cut short
+    fake = FakeMachine()
+    with caplog.at_level(logging.WARNING):
+        assert chooser(path, fake).prefers_native(linear((S.Q4_K, 64, 256)), 64)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{path}: unreadable kernel choices (Expecting ',' delimiter: line 1 column 44 "
+        "(char 43)); measuring again"
+    ]
+    assert fake.calls > 0 and len(json.loads(path.read_text())["fits"]) == 1
+
+
+class StallingMachine(FakeMachine):
+    """Every run of the one-row dots stalls by a different whole time slice but one."""
+
+    def run(self, path: str, part: S.EmMat, tokens: int) -> None:
+        super().run(path, part, tokens)
+        if path == "dots" and self.calls % 5:
+            self.now += 0.004 * (self.calls % 7 + 1)
+
+
+def test_an_unconfirmed_measurement_decides_but_is_not_cached(tmp_path: Path) -> None:
+    """A best time no second run came near (a stalled or lucky run) decides for this process
+    only: the next one measures again."""
+    path = tmp_path / "choice.json"
+    stalled = StallingMachine()
+    assert chooser(path, stalled).gemm_min_rows([linear((S.Q4_K, 64, 256))]) == 8
+    assert not path.exists()
+    calls = stalled.calls
+    chooser(path, stalled).gemm_min_rows([linear((S.Q4_K, 64, 256))])  # same process: held
+    assert stalled.calls == calls
+    never = FakeMachine({"dots": (0.0, 0.1), "gemm": (4.0, 0.5), "dense": (40.0, 0.3)})
+    assert chooser(None, never).gemm_min_rows([linear((S.Q4_K, 64, 256))]) == FOREVER
+
+
+def _first_prompt(runner: TorchRunner) -> None:
+    runner.init_kv(16, 16)
+    ids = [(7 * i) % 50 + 1 for i in range(70)]
+    runner.forward(ForwardBatch([SeqStep(0, ids, list(range(70)), 0, list(range(5)))]))
+
+
+def test_a_runner_writes_the_file_on_its_first_prompt_and_reads_it_next_time(
+    tmp_path: Path, tiny_models: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(native_choice, "AGREE", float("inf"))  # a busy machine: keep them all
+    build = native_build(TEST_CACHE / "native")  # the kernel tests' compiled library
+    assert build.lib is not None, build.reason
+    (tmp_path / "native").mkdir()
+    for lib in (TEST_CACHE / "native").glob("ember_native_*.so"):
+        shutil.copy(lib, tmp_path / "native")  # beside this test's cache: no second compile
+    path = tiny_models.gguf("llama", "Q4_K_M")
+    opts = TorchOptions(device="cpu", threads=1, packed_cache_dir=str(tmp_path / "packed"))
+    runner = TorchRunner.load(path, opts)
+    assert runner.kernels is not None and runner.kernels.choice is not None
+    _first_prompt(runner)
+    cache = tmp_path / "native" / "kernel_choice.json"
+    keys = set(json.loads(cache.read_text())["fits"])
+    parts = {
+        (int(d.part[i].type), int(d.part[i].cols))
+        for d in runner.native_linears
+        for i in range(d.n_parts)
+    }
+    machine = f"{this_cpu().model}|{build.isa}|{build.features}|t1"
+    assert keys == {f"{machine}|q{t}|c{c}" for t, c in parts}
+    assert runner.kernels.gemm_min_rows == runner.kernels.choice.gemm_min_rows(
+        runner.native_linears
+    )
+
+    def no_measuring(*_: object) -> Callable[..., object]:
+        raise AssertionError("measured again although the file holds this machine's fits")
+
+    monkeypatch.setattr(native_choice.KernelChoice, "_measure", no_measuring)
+    monkeypatch.setattr(native_choice, "_MEASURED", {})  # another process: only the file
+    second = TorchRunner.load(path, opts)
+    _first_prompt(second)
+    assert second.kernels is not None
+    assert second.kernels.gemm_min_rows == runner.kernels.gemm_min_rows
