@@ -29,8 +29,7 @@ int em_gemm_ok(const em_linear *w) {
     return w->n_parts > 0;
 }
 
-/* this thread's decode buffer, grown to hold rows x k values (NULL: out of memory) */
-static em_gtile *thread_tile(int kind, int32_t rows, int32_t k) {
+em_gtile *em_gemm_thread_tile(int kind, int32_t rows, int32_t k) {
     static _Thread_local em_gtile tile;
     static _Thread_local void *mem;
     static _Thread_local size_t cap;
@@ -61,7 +60,7 @@ static em_gtile *thread_tile(int kind, int32_t rows, int32_t k) {
 static void item(const em_linear *w, int p, int64_t first, int64_t r0, int32_t n,
                  const em_act *a, float *y, int64_t ldy) {
     const em_mat *mt = &w->part[p];
-    em_gtile *t = thread_tile(em_gemm_kind(mt->type), n, mt->cols);
+    em_gtile *t = em_gemm_thread_tile(em_gemm_kind(mt->type), n, mt->cols);
     if (!t) abort(); /* a few hundred KiB per thread; the caller's buffers are far larger */
     em_gemm_decode(mt, r0, n, t);
     float out[TILE_R * TILE_T];

@@ -36,6 +36,8 @@ typedef struct {
 int em_gemm_kind(int32_t type); /* EM_G_*; NONE: this type has no tiled kernel */
 /* decode rows [r0, r0 + n) of w into t (sized for at least n rows of w->cols values) */
 void em_gemm_decode(const em_mat *w, int64_t r0, int32_t n, em_gtile *t);
+/* this thread's decode buffer, grown to hold rows x k values of kind (NULL: out of memory) */
+em_gtile *em_gemm_thread_tile(int kind, int32_t rows, int32_t k);
 /* out[i * nt + j] = row r0 + i of t . activation row t0 + j, for i < nr, j < nt (<= 4 each) */
 void em_gemm_tile(const em_gtile *t, int32_t r0, int32_t nr, const em_act *a, int32_t t0,
                   int32_t nt, float *out);

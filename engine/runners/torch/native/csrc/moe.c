@@ -23,6 +23,7 @@
 #include <unistd.h>
 #endif
 
+#include "gemm.h"
 #include "moe.h"
 #include "team.h"
 
@@ -186,11 +187,35 @@ static inline void prefetch(const uint8_t *from, const uint8_t *to, const uint8_
     for (const uint8_t *c = from; c < to && c < end; c += LINE) __builtin_prefetch(c, 0, 3);
 }
 
+/* rows r0 .. r0 + n of w times activation rows p0 .. p1 of a through the tiled matmul:
+ * y[p * ldy + col + i] for row r0 + i; 0 where it does not apply (type, size, memory) */
+static int tiled_rows(const em_mat *w, int64_t r0, int32_t n, const em_act *a, int32_t p0,
+                      int32_t p1, float *y, int64_t ldy, int64_t col) {
+    const int kind = em_gemm_kind(w->type);
+    if (kind == EM_G_NONE || p1 - p0 < em_gemm_min_rows()) return 0;
+    em_gtile *t = em_gemm_thread_tile(kind, n, w->cols);
+    if (!t) return 0;
+    em_gemm_decode(w, r0, n, t);
+    float out[8]; /* 2 rows x 4 activation rows */
+    for (int32_t q = p0; q < p1; q += 4) {
+        const int32_t nt = p1 - q < 4 ? p1 - q : 4;
+        for (int32_t r = 0; r < n; r += 2) {
+            const int32_t nr = n - r < 2 ? n - r : 2;
+            em_gemm_tile(t, r, nr, a, q, nt, out);
+            for (int32_t i = 0; i < nr; i++)
+                for (int32_t j = 0; j < nt; j++) y[(q + j) * ldy + col + r + i] = out[i * nt + j];
+        }
+    }
+    return 1;
+}
+
 /* rows j0 .. j1 of one expert's matrix w (first row `base`) times activation rows p0 .. p1 of
  * a: y[p * ldy + col0 + j] */
 static void expert_rows(const em_mat *w, const uint8_t *base, int32_t j0, int32_t j1,
                         const em_act *a, int32_t p0, int32_t p1, float *y, int64_t ldy,
                         int64_t col0) {
+    const int64_t first = (base - w->data) / w->row_bytes;
+    if (tiled_rows(w, first + j0, j1 - j0, a, p0, p1, y, ldy, col0 + j0)) return;
     const em_dot_fn dot = em_dot_for(w->type);
     const em_dot4_fn dot4 = em_dot4_for(w->type);
     const uint8_t *end = base + (int64_t)j1 * w->row_bytes;

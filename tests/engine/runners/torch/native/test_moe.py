@@ -14,6 +14,7 @@ from ember.engine.runners.torch.layers.gated_activation import GatedActivation
 from ember.engine.runners.torch.layers.linear import QLinear
 from ember.engine.runners.torch.layers.moe import Expert, MoEFFN
 from ember.engine.runners.torch.native import moe as native_moe
+from ember.engine.runners.torch.native.choice import FOREVER
 from ember.engine.runners.torch.native.kernels import Kernels, make_linear
 from ember.engine.runners.torch.native.moe import NativeMoE
 from tests.models.quants.quant_blocks import random_tensor
@@ -111,6 +112,20 @@ def test_native_moe_equals_the_formula(kernels: Kernels, types: tuple[T, T], nor
     x = torch.randn(40, HIDDEN, generator=torch.Generator().manual_seed(2))
     got = layer.native(kernels, norm=norm).forward(x)
     assert _relative(got, layer.formula(x, norm=norm)) < 2e-3
+
+
+@pytest.mark.parametrize("types", TYPE_PAIRS, ids=lambda p: f"{p[0].name}-{p[1].name}")
+def test_tiled_and_one_row_experts_agree_bit_for_bit(kernels: Kernels, types: tuple[T, T]) -> None:
+    """Experts with many rows run the tiled matmul (gemm.c), few the one-row dots: the same
+    sums (types without tiles, F16, take the dots either way)."""
+    layer = Layer(*types, seed=11)
+    x = torch.randn(70, HIDDEN, generator=torch.Generator().manual_seed(6))  # ~17 rows an expert
+    with kernels.gemm_rows(FOREVER):
+        dots = layer.native(kernels).forward(x)
+    with kernels.gemm_rows(1):
+        tiled = layer.native(kernels).forward(x)
+    assert torch.equal(tiled, dots)
+    assert _relative(tiled, layer.formula(x)) < 2e-3
 
 
 def test_router_bias_and_gelu(kernels: Kernels) -> None:
