@@ -47,6 +47,7 @@ SOURCES = (
     "attention.c",
     "forward.c",
     "moe.c",
+    "moe_pages.c",
     "pool.c",
 )
 ABI_VERSION = 2  # em_abi_version() of csrc/ember_native.h

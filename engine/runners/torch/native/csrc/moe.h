@@ -52,6 +52,10 @@ void em_moe_needs(const em_moe *M, int need[4]);
 /* y (N, hidden) = the routed FFN of h (N, hidden): EM_MOE_PHASES phases of the caller's team */
 void em_moe_rows(const em_moe *M, const float *h, float *y, em_moe_scratch *S, em_team *T);
 
+/* moe_pages.c: before expert e runs, ask for its rows if this is its first use, or its first
+ * after a while idle with its pages reclaimed (needs M->usage) */
+void em_moe_ask_for(const em_moe *M, int32_t e);
+
 /* exported: the same for a prefill-sized batch on n_threads OpenMP threads; -1 out of memory */
 int em_moe_forward(const em_moe *M, const float *x, int32_t n_tokens, float *y,
                    int32_t n_threads);
