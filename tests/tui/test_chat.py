@@ -250,7 +250,7 @@ async def test_quit_while_streaming_keeps_reply_stopped(make_app, history, backe
     assert reply.role == "assistant" and reply.status == "stopped" and reply.content
 
 
-async def test_view_follows_stream_unless_scrolled_up(make_app, backends) -> None:
+async def test_view_follows_stream_unless_scrolled_up(make_app, backends, monkeypatch) -> None:
     backends.script.replies = [("word " * 50 + "\n\n") * 2000]  # streams for minutes
     backends.script.tokens_per_s = 200
     app = make_app(Settings(max_tokens=100_000))
@@ -275,10 +275,19 @@ async def test_view_follows_stream_unless_scrolled_up(make_app, backends) -> Non
         await wait_for(pilot, lambda: view.scroll_y == view.max_scroll_y)
         # the keys: an animated PageUp holds too; End follows again, Down at the end keeps on
         view.focus()
-        before = view.scroll_y
+        # where PageUp starts from: the view follows the growing end until the key releases
+        # the anchor, so a position read before the key is pressed can be stale by then
+        starts: list[float] = []
+        release = view.release_anchor
+
+        def spy() -> None:
+            starts.append(view.scroll_y)
+            release()
+
+        monkeypatch.setattr(view, "release_anchor", spy)
         await pilot.press("pageup")
-        assert not view.following
-        await wait_for(pilot, lambda: view.scroll_y <= before - page + 1)
+        assert not view.following and starts
+        await wait_for(pilot, lambda: view.scroll_y <= starts[0] - page + 1)
         await wait_for(pilot, lambda: view.scroll_y == view.scroll_target_y)  # animation done
         held, grown = view.scroll_y, view.max_scroll_y
         await wait_for(pilot, lambda: view.max_scroll_y > grown + 8)
