@@ -183,14 +183,16 @@ class ConstraintSpec:
 class ChatMessage:
     """One turn of a conversation, as the chat template sees it.
 
-    An assistant turn may carry the tool calls it made; a `tool` turn is one call's result
-    (tool_call_id names the call, name the function)."""
+    An assistant turn may carry the tool calls it made and the reasoning it wrote (sent back
+    by a client; only a harmony template reads it: models/text/tool_calls/render.py); a `tool`
+    turn is one call's result (tool_call_id names the call, name the function)."""
 
     role: Role
     content: str
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str = ""
     name: str = ""
+    reasoning: str = ""
 
     def __post_init__(self) -> None:
         if self.role not in ("system", "user", "assistant", "tool"):
@@ -199,6 +201,8 @@ class ChatMessage:
             )
         if self.tool_calls and self.role != "assistant":
             raise EngineError("message tool_calls: only assistant messages make tool calls")
+        if self.reasoning and self.role != "assistant":
+            raise EngineError("message reasoning: only assistant messages reason")
 
     def template_dict(self) -> dict[str, Any]:
         """The message as chat templates read it (OpenAI's shape)."""
@@ -209,6 +213,8 @@ class ChatMessage:
             out["tool_call_id"] = self.tool_call_id
         if self.name:
             out["name"] = self.name
+        if self.reasoning:
+            out["reasoning_content"] = self.reasoning
         return out
 
 

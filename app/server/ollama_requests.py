@@ -139,7 +139,10 @@ def _messages(raw: Any) -> tuple[ChatMessage, ...]:
         if not isinstance(name, str):
             raise RequestInvalid(f"messages[{i}].tool_name", "must be a string", status=400)
         calls = _tool_calls(item.get("tool_calls"), i)
-        out.append(ChatMessage(role, content, tool_calls=calls, name=name))
+        thinking = item.get("thinking") if role == "assistant" else None
+        if thinking is not None and not isinstance(thinking, str):
+            raise RequestInvalid(f"messages[{i}].thinking", "must be a string", status=400)
+        out.append(ChatMessage(role, content, tool_calls=calls, name=name, reasoning=thinking or ""))
     return tuple(out)
 
 

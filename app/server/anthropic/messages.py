@@ -2,11 +2,12 @@
 
 A user turn's tool_result blocks become `tool` messages (in order, before the turn's text), each
 naming the tool_use it answers, which must be an earlier assistant turn's; an error result is
-shown to the model as such. An assistant turn's tool_use blocks become its tool calls. Thinking
-blocks of earlier turns must carry the signature this server gave them (signing.py: a 400
-naming the block's `signature` otherwise, as Anthropic refuses a block it did not sign); they
-are not shown to the model again: reasoning models' chat templates drop past reasoning
-themselves. Consecutive turns of one role are joined, as Anthropic does.
+shown to the model as such. An assistant turn's tool_use blocks become its tool calls. Its
+thinking blocks must carry the signature this server gave them (signing.py: a 400 naming the
+block's `signature` otherwise, as Anthropic refuses a block it did not sign), and go along as the
+turn's reasoning, which only a harmony (gpt-oss) template reads (for a turn that made tool calls:
+models/text/tool_calls/render.py); other templates never see past reasoning. Consecutive turns
+of one role are joined, as Anthropic does.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ class Conversation:
     chars: int = 0
 
     def add(self, message: ChatMessage) -> None:
-        self.chars += len(message.content) + sum(len(c.arguments) for c in message.tool_calls)
+        self.chars += len(message.content) + len(message.reasoning)
+        self.chars += sum(len(c.arguments) for c in message.tool_calls)
         if self.chars > MAX_PROMPT_CHARS:
             raise RequestInvalid("messages", f"exceed {MAX_PROMPT_CHARS} characters", status=400)
         last = self.messages[-1] if self.messages else None
@@ -103,7 +105,8 @@ def _assistant_turn(
             convo.calls[block.call_id] = block.name
             calls.append(ToolCall(block.name, block.input, block.call_id))
     text = "".join(b.text for b in blocks if b.kind == "text")
-    convo.add(ChatMessage("assistant", text, tool_calls=tuple(calls)))
+    reasoning = "".join(b.text for b in blocks if b.kind == "thinking")
+    convo.add(ChatMessage("assistant", text, tool_calls=tuple(calls), reasoning=reasoning))
 
 
 def conversation(system: Any, raw: Any, signer: ThinkingSigner) -> Conversation:
