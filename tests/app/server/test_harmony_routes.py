@@ -110,9 +110,10 @@ def test_anthropic_messages(url: str, pool: ModelPool) -> None:
     assert called.stop_reason == "tool_use" and [(u.name, u.input) for u in use] == [
         ("get_weather", {"city": "Paris"})
     ]
+    thinking = next(b for b in called.content if b.type == "thinking").model_dump()
     history: list[Any] = [
         *ASK,
-        {"role": "assistant", "content": [{"type": "thinking", "thinking": "Ask the tool.", "signature": ""},
+        {"role": "assistant", "content": [thinking,  # sent back as it came, signature and all
                                           {"type": "tool_use", "id": "t1", "name": "get_weather", "input": {"city": "Paris"}}]},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "rain"}]},
     ]  # fmt: skip
