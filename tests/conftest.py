@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.fixtures.smollm2 import smollm2_f32, smollm2_gguf  # noqa: F401
 from tests.fixtures.tiny_gptoss import tiny_gptoss  # noqa: F401
 from tests.fixtures.tiny_models import tiny_models  # noqa: F401
 from tests.tools import check_required_tools
@@ -26,6 +27,8 @@ _REPO = Path(__file__).resolve().parent.parent
 TEST_CACHE = _REPO / "tests" / ".cache"  # built once per checkout, ignored by git
 # converted torch weights are shared by all tests (keyed by digest, file and options)
 PACKED_CACHE_DIR = str(TEST_CACHE / "packed")
+# --runner auto's measured choice: once per checkout and machine, not once per test's home
+RUNNER_CHOICE_DIR = str(TEST_CACHE / "runner-choice")
 
 
 @pytest.fixture(autouse=True)
@@ -36,6 +39,7 @@ def ember_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("EMBER_PACKED_CACHE", PACKED_CACHE_DIR)  # app's builder reads it
+    monkeypatch.setenv("EMBER_RUNNER_CHOICE", RUNNER_CHOICE_DIR)
     return home
 
 
