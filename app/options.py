@@ -11,7 +11,9 @@ decoding, and no drafting on llama.cpp (engine/speculative/choice.py: DEFAULT_DR
 NOT_BATCH_INVARIANT).
 
 Paths come from ember.paths: prefix snapshots in <cache dir>/prefix, the torch runner's packed
-weights in <cache dir>/packed (`EMBER_PACKED_CACHE=DIR` moves them, `=off` turns them off).
+weights in <cache dir>/packed (`EMBER_PACKED_CACHE=DIR` moves them, `=off` turns them off),
+`--runner auto`'s measured choices in <cache dir>/runner-choice.json (`EMBER_RUNNER_CHOICE=DIR`
+moves the file, `=off` measures at every load: engine/runners/runner_choice.py).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ SAMPLING_FLAGS = SAMPLING_NAMES
 REPETITION_FLAGS = REPETITION_NAMES
 
 PACKED_CACHE_ENV = "EMBER_PACKED_CACHE"
+RUNNER_CHOICE_ENV = "EMBER_RUNNER_CHOICE"
 _OFF = ("off", "0", "no", "false")
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -158,6 +161,15 @@ def packed_cache_dir(paths: Paths, env: Mapping[str, str]) -> str:
     return str(paths.cache_dir / "packed")
 
 
+def runner_choice_dir(paths: Paths, env: Mapping[str, str]) -> str:
+    """Where `--runner auto` caches its measured choices: $EMBER_RUNNER_CHOICE, else the cache
+    dir; "" (measure at every load) when EMBER_RUNNER_CHOICE is off."""
+    value = env.get(RUNNER_CHOICE_ENV, "")
+    if value.lower() in _OFF and value:
+        return ""
+    return os.path.expanduser(value) if value else str(paths.cache_dir)
+
+
 def engine_options(
     model: str,
     settings: Settings | None = None,
@@ -201,6 +213,7 @@ def engine_options(
         draft_tokens=pick("draft_tokens"),
         prefix_cache_dir=str(paths.prefix_cache_dir),
         packed_cache_dir=packed_cache_dir(paths, env),
+        runner_choice_dir=runner_choice_dir(paths, env),
         remote_url=flags.remote or "",
         chat_format=pick("chat_format"),
     )

@@ -3,9 +3,12 @@
 Starts a real `ember serve` on 127.0.0.1, then sends the same conversation (greedy, the same
 max tokens) to both routes, taking turns round by round, whole and streamed; reports the median
 of the per-round time ratios (route / chat), so a busy machine's swings hit both alike. Both
-replies are checked to be the same text. Usage:
+replies are checked to be the same text. The starter model's base-model chat ends its replies
+after about 10 tokens, so the model's time dominates; `--scripted N` instead serves the real app
+in this process over a backend that emits N tokens at once (tests/app/scripted_backend.py), so
+the ratio is the routes' own cost per token (translation, SSE framing), with no model. Usage:
     python benchmarks/bench_api_overhead.py [--route messages|responses] [--model gemma3-270m]
-        [--max-tokens 32] [--rounds 15]
+        [--max-tokens 32] [--rounds 15] [--scripted 256]
 """
 
 from __future__ import annotations
@@ -126,6 +129,23 @@ def _paired(client: httpx.Client, route: Timed, args: argparse.Namespace, stream
     )
 
 
+def _scripted(args: argparse.Namespace) -> None:
+    """--scripted: the same pairs over the real app and a backend with no model."""
+    from ember.app.server.pool import ModelPool
+    from ember.app.server.security import Guard
+    from tests.app.scripted_backend import ScriptedBackend
+    from tests.app.server.server_harness import running_server
+
+    words = [f" w{i}" for i in range(args.scripted)]
+    args.max_tokens = args.scripted
+    pool = ModelPool(lambda name: ScriptedBackend(name, words), lambda: [args.model],
+                     default_model=args.model, max_tokens_cap=args.scripted)  # fmt: skip
+    with running_server(pool, Guard(bind_host="127.0.0.1")) as url:
+        with httpx.Client(base_url=url, timeout=600) as client:
+            for stream in (False, True):
+                print(_paired(client, ROUTES[args.route], args, stream), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--route", choices=sorted(ROUTES), default="messages")
@@ -133,7 +153,12 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--threads", type=int, default=0)
+    parser.add_argument("--scripted", type=int, default=0, metavar="TOKENS",
+                        help="no model: the routes' own cost over TOKENS instant tokens")  # fmt: skip
     args = parser.parse_args()
+    if args.scripted:
+        _scripted(args)
+        return
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     argv = [sys.executable, "-m", "ember", "serve", "--port", str(port), "--model", args.model]

@@ -34,6 +34,7 @@ class Detokenizer:
     text: str = ""  # decoded text so far (may include a held-back tail)
     emitted: int = 0  # characters of text already handed out
     stripped: int = 0  # leading characters (spaces, tabs: one byte each) lstrip dropped
+    stripped_text: str = ""  # those characters
     stopped: bool = False
     matched: str = ""  # the stop string that ended the reply ("" when none did)
     _decoder: codecs.IncrementalDecoder = field(
@@ -48,6 +49,7 @@ class Detokenizer:
         if self.lstrip and not self.emitted:
             kept = self.text.lstrip(" \t")
             self.stripped += len(self.text) - len(kept)
+            self.stripped_text += self.text[: len(self.text) - len(kept)]
             self.text = kept
         return self._release(final=False)
 

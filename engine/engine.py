@@ -47,6 +47,7 @@ from ember.engine.speculative.choice import create_proposer
 from ember.engine.speculative.verify import close_proposer
 from ember.engine.step_sampling import sample_step, score_samples
 from ember.engine.streaming import SinkWindow
+from ember.models.text.reasoning_markers import reasoning_markers
 from ember.text import describe
 
 if TYPE_CHECKING:
@@ -224,7 +225,10 @@ class Engine:
             state.constraint = self.constraints.compile(spec)
         if request.sampling.reasoning_budget is not None:
             state.reasoning = ReasoningBudget.create(
-                self.tokenizer, request.sampling.reasoning_budget, seq.token_ids
+                self.tokenizer,
+                request.sampling.reasoning_budget,
+                seq.token_ids,
+                reasoning_markers(self.info.tool_format),
             )
         if self.prefix_store is not None:
             self.prefix_store.restore(seq.token_ids, self.blocks, self.runner)

@@ -89,6 +89,11 @@ class Finished:
     refused: bool = False  # the request itself was refused (bad input), nothing was generated
     logprobs: tuple[TokenLogprob, ...] = ()  # every TextDelta's logprobs, in order
     stop_sequence: str = ""  # the request's stop string that ended the reply, if one did
+    # the prompt's ids as the model read them, and the reply's ids trimmed to its visible text
+    # (engine/reply_ids.py): a later request continues the exchange with context_ids =
+    # prompt_ids + reply_ids (Ollama's `context`); empty where a backend cannot tell (remote)
+    prompt_ids: tuple[int, ...] = ()
+    reply_ids: tuple[int, ...] = ()
 
 
 Event = TextDelta | Finished

@@ -67,6 +67,9 @@ class EngineOptions:
     prefix_cache_dir: str = ""  # disk snapshots (app: <cache dir>/prefix); "" = none
     prefix_disk_bytes: int = 2 << 30  # size cap of the disk snapshots (LRU); 0 = no disk cache
     packed_cache_dir: str = ""  # torch runner's converted weights (app: <cache>/packed); "" = off
+    # --runner auto's measured choice per machine and model (app: <cache dir>); "" = measure
+    # at every load, keep nothing (engine/runners/runner_choice.py)
+    runner_choice_dir: str = ""
     remote_url: str = ""
     remote_api_key: str = ""
     chat_format: str = "auto"  # auto | template | scaffold (base-model chat)

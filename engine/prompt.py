@@ -49,12 +49,24 @@ class PromptEncoder:
             ids = self.tokenizer.encode(request.prompt, add_bos=add_bos, parse_special=True)
         else:
             ids = self._render_chat(request)
+        if request.context_ids:
+            ids = self._continue(request.context_ids, ids)
         if not ids:
             raise EngineError("request: the prompt is empty")
         vocab = self.vocab_size
         if any(not 0 <= t < vocab for t in ids):
             raise EngineError(f"request: token ids must be in [0, {vocab})")
         return ids
+
+    def _continue(self, context: tuple[int, ...], ids: list[int]) -> list[int]:
+        """context + ids, less the BOS that starts ids (the context began the sequence)."""
+        vocab = self.vocab_size
+        if (bad := next((t for t in context if not 0 <= t < vocab), None)) is not None:
+            raise EngineError(f"request context_ids: {bad} is outside the vocabulary ({vocab})")
+        bos = self.tokenizer.bos_id
+        if ids and bos is not None and ids[0] == bos:
+            ids = ids[1:]
+        return [*context, *ids]
 
     def _fim_prompt(self, prefix: str, suffix: str) -> list[int]:
         from ember.models.text.fim import fim_prompt, fim_tokens

@@ -1,8 +1,10 @@
 """ReasoningBudget: at most N tokens inside the reply's <think> ... </think> block.
 
 The engine counts the tokens sampled while the reply is inside a reasoning block (the markers
-the think splitter separates, models/text/think_splitter.py); once N are spent it forces the
-tokenizer's spelling of `</think>`, one token per step, so the model goes on to its answer.
+of the model's reply format, models/text/reasoning_markers.py: `<think>` tags, or harmony's
+analysis message for gpt-oss); once N are spent it forces the tokenizer's spelling of the
+format's close (`</think>`; `<|end|><|start|>assistant<|channel|>final<|message|>`), one token
+per step, so the model goes on to its answer.
 Forcing is a mask (every other logit at -inf) applied where the constraint's mask is, so a
 drafted token is verified against the forced row and speculative decoding stays exact.
 
@@ -20,11 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ember.models.text.reasoning_markers import THINK, ReasoningMarkers
 from ember.models.text.tokenizers.base import Tokenizer
 
-OPEN = b"<think>"
-CLOSE = b"</think>"
-_TAIL = max(len(OPEN), len(CLOSE))  # bytes kept to find a marker split across tokens
 PROMPT_LOOKBACK = 16  # prompt tokens searched for a block the template left open
 
 
@@ -33,8 +33,10 @@ class ReasoningBudget:
     """One request's count of reasoning tokens and the forced close once budget_tokens pass."""
 
     budget_tokens: int
-    close_ids: tuple[int, ...]  # the tokenizer's ids for "</think>"
+    close_ids: tuple[int, ...]  # the tokenizer's ids for the forced close ("</think>")
     token_bytes: Callable[[int], bytes]
+    open: bytes = THINK.open.encode()
+    close: bytes = THINK.close.encode()
     inside: bool = False
     num_reasoning_tokens: int = 0  # sampled inside a block, across blocks (forced ones not)
     num_forced: int = 0  # how many of close_ids have been forced so far
@@ -42,12 +44,17 @@ class ReasoningBudget:
 
     @classmethod
     def create(
-        cls, tokenizer: Tokenizer, budget_tokens: int, prompt_ids: Sequence[int]
+        cls,
+        tokenizer: Tokenizer,
+        budget_tokens: int,
+        prompt_ids: Sequence[int],
+        markers: ReasoningMarkers = THINK,
     ) -> ReasoningBudget:
-        close_ids = tuple(tokenizer.encode(CLOSE.decode(), parse_special=True))
+        close_ids = tuple(tokenizer.encode(markers.forced_close, parse_special=True))
         tail = b"".join(tokenizer.token_bytes(i) for i in prompt_ids[-PROMPT_LOOKBACK:])
-        inside = tail.rfind(OPEN) > tail.rfind(CLOSE)  # -1 for both: not inside
-        return cls(budget_tokens, close_ids, tokenizer.token_bytes, inside=inside)
+        open_, close = markers.open.encode(), markers.close.encode()
+        inside = tail.rfind(open_) > tail.rfind(close)  # -1 for both: not inside
+        return cls(budget_tokens, close_ids, tokenizer.token_bytes, open_, close, inside=inside)
 
     @property
     def forcing(self) -> bool:
@@ -69,12 +76,14 @@ class ReasoningBudget:
         if self.inside:
             self.num_reasoning_tokens += 1
         self.tail += self.token_bytes(token)
-        marker = CLOSE if self.inside else OPEN
+        marker = self.close if self.inside else self.open
         at = self.tail.find(marker)
         if at >= 0:
             self.inside = not self.inside
             self.tail = self.tail[at + len(marker) :]
-        self.tail = self.tail[-_TAIL:]
+        self.tail = self.tail[
+            -max(len(self.open), len(self.close)) :
+        ]  # a marker split across tokens
 
     def mask(self, row: np.ndarray, emitted: list[int]) -> np.ndarray:
         """row (vocab,) for the position after this step's emitted tokens: unchanged, or every

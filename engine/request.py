@@ -183,14 +183,16 @@ class ConstraintSpec:
 class ChatMessage:
     """One turn of a conversation, as the chat template sees it.
 
-    An assistant turn may carry the tool calls it made; a `tool` turn is one call's result
-    (tool_call_id names the call, name the function)."""
+    An assistant turn may carry the tool calls it made and the reasoning it wrote (sent back
+    by a client; only a harmony template reads it: models/text/tool_calls/render.py); a `tool`
+    turn is one call's result (tool_call_id names the call, name the function)."""
 
     role: Role
     content: str
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str = ""
     name: str = ""
+    reasoning: str = ""
 
     def __post_init__(self) -> None:
         if self.role not in ("system", "user", "assistant", "tool"):
@@ -199,6 +201,8 @@ class ChatMessage:
             )
         if self.tool_calls and self.role != "assistant":
             raise EngineError("message tool_calls: only assistant messages make tool calls")
+        if self.reasoning and self.role != "assistant":
+            raise EngineError("message reasoning: only assistant messages reason")
 
     def template_dict(self) -> dict[str, Any]:
         """The message as chat templates read it (OpenAI's shape)."""
@@ -209,6 +213,8 @@ class ChatMessage:
             out["tool_call_id"] = self.tool_call_id
         if self.name:
             out["name"] = self.name
+        if self.reasoning:
+            out["reasoning_content"] = self.reasoning
         return out
 
 
@@ -261,6 +267,10 @@ class GenerationRequest:
     # fill-in-the-middle: prompt is the text before the cursor, suffix the text after it; the
     # engine builds the model's FIM prompt (models/text/fim.py), refused without FIM tokens
     suffix: str | None = None
+    # token ids of an earlier exchange this request continues (Ollama's `context`: a Finished
+    # event's prompt_ids + reply_ids): prepended to the prompt's own ids, whose leading BOS is
+    # then dropped; every id is checked against the vocabulary when the prompt is encoded
+    context_ids: tuple[int, ...] = ()
     request_id: int = field(default_factory=lambda: next(_request_ids))
 
     def __post_init__(self) -> None:
@@ -269,6 +279,10 @@ class GenerationRequest:
             raise EngineError("request: give exactly one of messages, prompt or prompt_ids")
         if self.suffix is not None and self.prompt is None:
             raise EngineError("request suffix: only a raw prompt can have a suffix")
+        if self.context_ids and self.suffix is not None:
+            raise EngineError("request context_ids: a fill-in-the-middle prompt continues nothing")
+        if any(isinstance(t, bool) or not isinstance(t, int) or t < 0 for t in self.context_ids):
+            raise EngineError("request context_ids: token ids are integers >= 0")
         names = [tool.name for tool in self.tools]
         if len(set(names)) != len(names):
             raise EngineError("request tools: two tools have the same name")

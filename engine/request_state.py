@@ -15,6 +15,7 @@ from ember.engine.dry import DryBreakers, breakers_for
 from ember.engine.logprob_trail import LogprobTrail
 from ember.engine.logprobs import Scored
 from ember.engine.loop_detector import LoopDetector
+from ember.engine.reply_ids import visible_reply_ids
 from ember.engine.sampling import make_generator
 from ember.engine.sequence import Sequence
 from ember.models.text.tokenizers.base import Tokenizer
@@ -121,7 +122,15 @@ class RequestState:
                 error=error,
                 logprobs=tuple(self.logprobs),
                 stop_sequence=self._stop_sequence(reason),
+                prompt_ids=tuple(seq.prompt_ids),
+                reply_ids=self._reply_ids(),
             )
+        )
+
+    def _reply_ids(self) -> tuple[int, ...]:
+        detok = self.detok
+        return visible_reply_ids(
+            self.output_ids, detok.tokenizer, detok.output_text, detok.stripped_text
         )
 
     def _stop_sequence(self, reason: str) -> str:

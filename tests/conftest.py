@@ -26,6 +26,8 @@ _REPO = Path(__file__).resolve().parent.parent
 TEST_CACHE = _REPO / "tests" / ".cache"  # built once per checkout, ignored by git
 # converted torch weights are shared by all tests (keyed by digest, file and options)
 PACKED_CACHE_DIR = str(TEST_CACHE / "packed")
+# --runner auto's measured choice: once per checkout and machine, not once per test's home
+RUNNER_CHOICE_DIR = str(TEST_CACHE / "runner-choice")
 
 
 @pytest.fixture(autouse=True)
@@ -36,6 +38,7 @@ def ember_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("EMBER_PACKED_CACHE", PACKED_CACHE_DIR)  # app's builder reads it
+    monkeypatch.setenv("EMBER_RUNNER_CHOICE", RUNNER_CHOICE_DIR)
     return home
 
 

@@ -177,37 +177,64 @@ def _ember() -> Report:
 
 
 def _auto() -> Report:
-    """What auto picks on this machine now, and why: the runner for a GGUF model, the thread
-    count (cpu_offer: affinity, cgroup quota, other programs' load) and the native kernels' ISA."""
-    from ember.app.config import load_settings
-    from ember.app.options import engine_options
+    """What auto picks on this machine now, and why: the runner for the default model, the
+    thread count (cpu_offer: affinity, cgroup quota, other programs' load) and the native
+    kernels' ISA."""
     from ember.engine.errors import EngineError
-    from ember.engine.runners.factory import pick_runner
     from ember.engine.runners.thread_governor import auto_threads
     from ember.engine.runners.torch.native.isa import choose, runnable
-    from ember.paths import get_paths
 
     threads, why = auto_threads()
     report: Report = {"threads": threads, "threads_why": why}
     try:
-        settings = load_settings(get_paths())
-        options = engine_options(settings.model or "gemma3-270m", settings)
-        runner = pick_runner(options, "gguf")
-        report["gguf_runner"] = runner
-        report["gguf_runner_why"] = (
-            f"runner={options.runner} as set"
-            if options.runner != "auto"
-            else "llama.cpp: GGUF on the CPU, llama-cpp-python installed, threads kept to free cores"
-            if runner == "llama.cpp"
-            else "torch: an accelerator, or llama-cpp-python is not installed"
-        )
+        report.update(_auto_runner())
     except Exception as exc:  # noqa: BLE001 - doctor reports, never stops
-        report["gguf_runner_error"] = str(exc)
+        report["runner_error"] = str(exc)
     report["native_isas_here"] = [i.name for i in runnable()]
     try:
         report["native_isa"] = choose().name
     except EngineError as exc:
         report["native_isa_error"] = str(exc)
+    return report
+
+
+def _auto_runner() -> Report:
+    """The runner the default model gets and why: as set, the only one that fits, or the
+    measured faster one (engine/runners/runner_choice.py). Reads the cache; measures nothing."""
+    import time
+
+    from ember.app.config import load_settings
+    from ember.app.loading import resolve_files
+    from ember.app.options import engine_options
+    from ember.engine.runners.factory import MEASURED, pick_runner
+    from ember.engine.runners.runner_choice import ChoiceCache, lookup
+    from ember.paths import get_paths
+
+    settings = load_settings(get_paths())
+    name = settings.model or "gemma3-270m"
+    options = engine_options(name, settings)
+    report: Report = {"default_model": name}
+    if options.runner != "auto":
+        return {**report, "runner": options.runner, "runner_why": "as set (runner setting)"}
+    model = resolve_files(name)
+    runner = pick_runner(options, model.format)
+    if runner != MEASURED:
+        why = "a safetensors model, an accelerator, or no llama-cpp-python: only torch runs it"
+        return {**report, "runner": runner, "runner_why": why}
+    choice = lookup(options, model)
+    if choice is None:
+        report["runner"] = "not measured yet"
+        report["runner_why"] = (
+            f"the first load of {name} times llama.cpp and torch decoding it (a few seconds) "
+            "and keeps the faster"
+        )
+    else:
+        report["runner"], report["runner_why"] = choice.runner, choice.reason
+        if choice.decode_tok_s:
+            report["decode_tok_s"] = {k: round(v, 1) for k, v in choice.decode_tok_s.items()}
+            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(choice.measured_at))
+            report["measured"] = f"{when}, choosing took {choice.cost_s:.1f} s"
+    report["runner_choice_cache"] = str(ChoiceCache(options.runner_choice_dir).path or "off")
     return report
 
 

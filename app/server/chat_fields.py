@@ -131,6 +131,14 @@ def parse_tool_calls(value: Any, index: int) -> tuple[ToolCall, ...]:
     return tuple(calls)
 
 
+def reasoning_content(item: dict[str, Any], index: int) -> str:
+    """An assistant turn's reasoning sent back (what reasoning_content returned; "" if none)."""
+    value = item.get("reasoning_content")
+    if value is not None and not isinstance(value, str):
+        raise RequestInvalid(f"messages[{index}].reasoning_content", "must be a string")
+    return value or ""
+
+
 def tool_message(item: dict[str, Any], index: int, content: str) -> ChatMessage:
     call_id = item.get("tool_call_id", "")
     name = item.get("name", "")

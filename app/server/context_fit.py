@@ -76,6 +76,11 @@ def openai_error(exceeded: ContextExceeded) -> Response:
 
 
 def anthropic_message(exceeded: ContextExceeded) -> str:
-    """Anthropic's own wording for a prompt that does not fit."""
+    """Anthropic's own wording for a prompt that does not fit (Claude Code reads its start to
+    compact the conversation), then the context's size."""
     e = exceeded
-    return f"prompt is too long: {e.prompt_tokens} tokens > {e.context_limit - 1} maximum"
+    tools = f"; the {e.tools} tools count as prompt" if e.tools else ""
+    return (
+        f"prompt is too long: {e.prompt_tokens} tokens > {e.context_limit - 1} maximum "
+        f"(the context holds {e.context_limit} tokens{tools}; raise --ctx or shorten the prompt)"
+    )

@@ -19,6 +19,7 @@ from ember.app.reply_splitter import ReplySplitter
 from ember.app.server.errors import RequestInvalid
 from ember.app.server.io import finish_and_release, next_event, plain_error, read_json
 from ember.app.server.logprobs import LogprobShaper
+from ember.app.server.ollama_context import check_context, context_of
 from ember.app.server.ollama_requests import parse_chat, parse_generate
 from ember.app.server.ollama_truncate import truncate_to_fit
 from ember.engine.api import Finished, TextDelta, TokenLogprob
@@ -102,6 +103,8 @@ class _Reply:
         body: dict[str, Any] = {"response": ""}
         if self.chat:
             body = {"message": {"role": "assistant", "content": ""}}
+        elif fin.prompt_ids:  # the ids a later request continues from (ollama_context.py)
+            body["context"] = context_of(fin)
         if self.logprobs is not None and self.logprobs.pending:
             body["logprobs"] = self.logprobs.take_entries()
         return head | body | _final(fin, started, self.load_ns)
@@ -188,8 +191,12 @@ def routes(pool: ModelPool, guard: Guard, embedders: EmbedderPool | None = None)
             done = {"model": name, "created_at": _now(), "response": "", "done": True}
             return JSONResponse(done | {"done_reason": "unload" if keep == 0 else "load"})
         try:  # past the context: cut as Ollama does, and log it (ollama_truncate.py)
+            await anyio.to_thread.run_sync(check_context, backend, gen)
             gen = await anyio.to_thread.run_sync(truncate_to_fit, backend, gen)
             handle = backend.submit(gen)
+        except RequestInvalid as exc:
+            pool.release(name, keep_alive_s=keep)
+            return error(exc)
         except EmberError as exc:
             pool.release(name, keep_alive_s=keep)
             return plain_error(400, str(exc))

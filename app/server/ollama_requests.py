@@ -27,6 +27,8 @@ CHAT_FIELDS = {"model", "messages", "stream", "format", "options", "tools", "kee
 GENERATE_FIELDS = {"model", "prompt", "system", "raw", "stream", "format", "options", "keep_alive"}
 CHAT_FIELDS |= {"logprobs", "top_logprobs"}  # app/server/logprob_fields.py
 GENERATE_FIELDS |= {"logprobs", "top_logprobs", "suffix", "images"}  # suffix: fill-in-the-middle
+GENERATE_FIELDS |= {"context"}  # the token ids a previous /api/generate returned
+MAX_CONTEXT_IDS = 1 << 20  # before the model's own bound (its context size: ollama.py)
 # Ollama's documented options that Ember's engine has no use for: accepted and logged, as Ollama
 # accepts them for every model (runtime placement, or samplers Ember does not have)
 IGNORED_OPTIONS = frozenset(
@@ -137,7 +139,10 @@ def _messages(raw: Any) -> tuple[ChatMessage, ...]:
         if not isinstance(name, str):
             raise RequestInvalid(f"messages[{i}].tool_name", "must be a string", status=400)
         calls = _tool_calls(item.get("tool_calls"), i)
-        out.append(ChatMessage(role, content, tool_calls=calls, name=name))
+        thinking = item.get("thinking") if role == "assistant" else None
+        if thinking is not None and not isinstance(thinking, str):
+            raise RequestInvalid(f"messages[{i}].thinking", "must be a string", status=400)
+        out.append(ChatMessage(role, content, tool_calls=calls, name=name, reasoning=thinking or ""))
     return tuple(out)
 
 
@@ -187,7 +192,12 @@ def parse_generate(
         raise RequestInvalid("prompt", "must be a string", status=400)
     keep = keep_alive_s(body.get("keep_alive"))
     _no_images(body.get("images"), "images")
+    context = _context(body.get("context"))
     if not prompt:  # Ollama: an empty prompt only loads (or, with keep_alive 0, unloads)
+        if context:
+            raise RequestInvalid(
+                "context", "needs a prompt to continue with (an empty prompt only loads)", 400
+            )
         return _model(body), False, keep, None
     options = sampling(body.get("options"), cap, body)
     spec = constraint(body.get("format"))
@@ -197,17 +207,40 @@ def parse_generate(
             raise RequestInvalid(
                 "suffix", "must be a string (and comes without system)", status=400
             )
+        if context:
+            raise RequestInvalid("context", "a fill-in-the-middle prompt continues nothing", 400)
         request = _request(prompt=prompt, suffix=suffix, sampling=options, constraint=spec)
-    elif body.get("raw"):
-        request = _request(
-            prompt=f"{system}\n\n{prompt}" if system else prompt, sampling=options, constraint=spec
-        )
+    elif _flag(body, "raw"):
+        text = f"{system}\n\n{prompt}" if system else prompt
+        request = _request(prompt=text, sampling=options, constraint=spec, context_ids=context)
     else:
         turns = ((ChatMessage("system", system),) if system else ()) + (
             ChatMessage("user", prompt),
         )
-        request = _request(messages=turns, sampling=options, constraint=spec)
+        request = _request(messages=turns, sampling=options, constraint=spec, context_ids=context)
     return _model(body), _stream(body), keep, request
+
+
+def _flag(body: dict[str, Any], key: str) -> bool:
+    value = body.get(key)
+    if value is not None and not isinstance(value, bool):
+        raise RequestInvalid(key, "must be a boolean", status=400)
+    return bool(value)
+
+
+def _context(value: Any) -> tuple[int, ...]:
+    """`context`: the token ids a previous /api/generate returned (checked against the model's
+    vocabulary and context size once it is loaded: ollama.py)."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or len(value) > MAX_CONTEXT_IDS:
+        raise RequestInvalid(
+            "context", f"must be a list of at most {MAX_CONTEXT_IDS} token ids", 400
+        )
+    for i, token in enumerate(value):
+        if isinstance(token, bool) or not isinstance(token, int) or token < 0:
+            raise RequestInvalid(f"context[{i}]", "must be a token id (an integer >= 0)", 400)
+    return tuple(value)
 
 
 def _request(**fields: Any) -> GenerationRequest:

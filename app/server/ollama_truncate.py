@@ -1,6 +1,7 @@
 """Ollama's answer to a prompt past the context: truncate it, and say so in the log (Ollama
-logs "truncating input prompt"). A chat drops its oldest messages, keeping the system prompt
-and the latest message; a raw prompt keeps its end. The OpenAI routes refuse instead
+logs "truncating input prompt"). A `context` (ollama_context.py) loses its oldest ids first,
+keeping its first (the BOS that began the exchange); then a chat drops its oldest messages,
+keeping the system prompt and the latest message; a raw prompt keeps its end. The OpenAI routes refuse instead
 (context_fit.py). The prompt is counted on the engine's thread; the cut is found by bisection,
 so a long history costs a few counts, not one per message."""
 
@@ -51,6 +52,23 @@ def _most_cut(gen: GenerationRequest) -> int:
     return max(0, len(gen.prompt or "") - 1)
 
 
+def _cut_context(
+    backend: Backend, gen: GenerationRequest, before: int, limit: int
+) -> GenerationRequest:
+    """gen less the fewest oldest context ids (after the first) that make it fit."""
+    first, rest = gen.context_ids[:1], gen.context_ids[1:]
+
+    def cut(n: int) -> GenerationRequest:
+        return replace(gen, context_ids=first + rest[n:])
+
+    dropped = _fewest_cut(len(rest), lambda n: backend.count_tokens(cut(n)) < limit)
+    log.warning(
+        "truncating input prompt: %d tokens past the context of %d; dropped %d context ids",
+        before, limit, dropped,
+    )  # fmt: skip
+    return cut(dropped)
+
+
 def truncate_to_fit(backend: Backend, gen: GenerationRequest) -> GenerationRequest:
     """gen, or gen cut so its prompt leaves room for a reply in the context (blocking: call it
     in a worker thread). A prompt with a suffix (fill-in-the-middle) is left whole."""
@@ -60,6 +78,12 @@ def truncate_to_fit(backend: Backend, gen: GenerationRequest) -> GenerationReque
     before = backend.count_tokens(gen)
     if before < limit:
         return gen
+    if gen.context_ids:
+        gen = _cut_context(backend, gen, before, limit)
+        if not gen.context_ids[1:] and backend.count_tokens(gen) >= limit:
+            gen = replace(gen, context_ids=())  # the prompt alone is past the context
+        else:
+            return gen
     most = _most_cut(gen)
     cut = _fewest_cut(most, lambda n: backend.count_tokens(_cut_request(gen, n)) < limit)
     kept = _cut_request(gen, cut)

@@ -115,8 +115,9 @@ def _messages(body: dict[str, Any]) -> tuple[ChatMessage, ...]:
         calls = (
             chat_fields.parse_tool_calls(item.get("tool_calls"), i) if role == "assistant" else ()
         )
-        total += sum(len(c.arguments) for c in calls)
-        out.append(ChatMessage(role=role, content=content, tool_calls=calls))
+        reasoning = chat_fields.reasoning_content(item, i) if role == "assistant" else ""
+        total += sum(len(c.arguments) for c in calls) + len(reasoning)
+        out.append(ChatMessage(role=role, content=content, tool_calls=calls, reasoning=reasoning))
     if total > MAX_PROMPT_CHARS:
         raise RequestInvalid("messages", f"total content exceeds {MAX_PROMPT_CHARS} characters")
     return tuple(out)

@@ -64,6 +64,8 @@ def _logit_bias(params: SamplingParams) -> dict[str, float] | list[list[Any]]:
 
 def request_body(request: GenerationRequest, model: str) -> tuple[str, dict[str, Any]]:
     """(endpoint path, JSON body) for a streamed completion of request."""
+    if request.context_ids:  # token ids of an exchange only a local engine can prepend
+        raise EngineError("request context_ids: a remote server cannot continue token ids")
     body: dict[str, Any] = {
         "model": model,
         "stream": True,

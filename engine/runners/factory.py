@@ -3,9 +3,10 @@
 The engine never resolves a model reference itself: app (app/loading.py) turns a registry
 name, alias or path into a ModelFiles (path, format, digest) and hands it down.
 
-`auto`: llama.cpp for a GGUF file on the CPU (its kernels are the fastest there for now), torch
-for everything else (safetensors folders, CUDA, MPS). `fake` loads the deterministic FakeRunner
-(tests and demos without a model file).
+`auto`: for a GGUF file on the CPU, llama.cpp or torch, whichever decodes faster on this machine
+for this model (measured on its first load and cached: runner_choice.py); torch for everything
+else (safetensors folders, CUDA, MPS). `fake` loads the deterministic FakeRunner (tests and demos
+without a model file).
 """
 
 from __future__ import annotations
@@ -23,14 +24,15 @@ if TYPE_CHECKING:
     from ember.models.text.tokenizers.base import Tokenizer
 
 RUNNERS = ("auto", "torch", "llama.cpp", "fake")
+MEASURED = "measured"  # pick_runner: llama.cpp or torch, decided by runner_choice.py
 
 
 def pick_runner(options: EngineOptions, model_format: str) -> str:
-    """The runner `auto` means for this model format and device.
+    """The runner options.runner means for this model format and device, or MEASURED.
 
-    GGUF on the CPU -> llama.cpp (whole engine on the starter model, 1 thread: 11.1 vs 5.3 tok/s
-    decode, 86.5 vs 48.4 tok/s prefill against torch; docs/runners.md); safetensors, CUDA and
-    MPS -> torch. Remote servers never get here: load_engine routes them to RemoteBackend.
+    auto: GGUF on the CPU with llama-cpp-python installed -> MEASURED (whichever of llama.cpp and
+    torch decodes this model faster here: runner_choice.py); safetensors, CUDA and MPS -> torch.
+    Remote servers never get here: load_engine routes them to RemoteBackend.
     """
     if options.runner not in RUNNERS:
         raise EngineError(f"runner {options.runner!r}: choose one of {', '.join(RUNNERS)}")
@@ -38,7 +40,7 @@ def pick_runner(options: EngineOptions, model_format: str) -> str:
         return options.runner
     on_cpu = options.device in ("auto", "cpu") and not _has_accelerator(options.device)
     if model_format == "gguf" and on_cpu and importlib.util.find_spec("llama_cpp") is not None:
-        return "llama.cpp"
+        return MEASURED
     return "torch"
 
 
@@ -55,6 +57,15 @@ def _has_accelerator(device: str) -> bool:
 def create_runner(options: EngineOptions, model: ModelFiles) -> Runner:
     """Load the runner options.runner names (or auto picks) for a resolved model."""
     name = pick_runner(options, model.format)
+    if name == MEASURED:
+        from ember.engine.runners.runner_choice import choose_runner
+
+        return choose_runner(options, model, lambda chosen, opts: load_runner(chosen, opts, model))
+    return load_runner(name, options, model)
+
+
+def load_runner(name: str, options: EngineOptions, model: ModelFiles) -> Runner:
+    """Load the named runner (torch, llama.cpp or fake) for a resolved model."""
     if name == "fake":
         from ember.engine.runners.fake import FakeRunner
 

@@ -59,13 +59,60 @@ def test_parse_system_info() -> None:
 def test_auto_says_what_it_picks_and_why(
     ember_home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.delenv("EMBER_RUNNER_CHOICE")  # this home's cache: nothing measured yet
     assert main(["doctor", "--json"]) == 0
     auto = json.loads(capsys.readouterr().out)["auto"]
     assert auto["threads"] >= 1 and auto["threads_why"].startswith(f"auto: {auto['threads']} = ")
     assert "CPUs in affinity" in auto["threads_why"] and "other programs busy" in auto["threads_why"]
-    assert auto["gguf_runner"] in ("llama.cpp", "torch") and auto["gguf_runner_why"]
+    assert auto["default_model"] == "gemma3-270m" and auto["runner"] == "not measured yet"
+    assert auto["runner_why"].startswith("the first load of gemma3-270m times llama.cpp and torch")
     assert auto["native_isa"] == auto["native_isas_here"][0]
     monkeypatch.setenv("EMBER_ISA", "sse9")
     assert main(["doctor", "--json"]) == 0
     auto = json.loads(capsys.readouterr().out)["auto"]
     assert auto["native_isa_error"].startswith("EMBER_ISA=sse9: choose one of auto, avx512")
+
+
+def test_auto_shows_the_measured_choice_of_the_default_model(
+    ember_home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the first load measured (runner_choice.py's cache) is what doctor reports."""
+    monkeypatch.delenv("EMBER_RUNNER_CHOICE")
+    from ember.app.loading import resolve_files
+    from ember.app.options import engine_options
+    from ember.engine.runners.runner_choice import (
+        ChoiceCache,
+        RunnerChoice,
+        cache_key,
+        versions,
+    )
+
+    options = engine_options("gemma3-270m")
+    assert options.runner_choice_dir == str(ember_home / "cache")
+    model = resolve_files("gemma3-270m")
+    measured = RunnerChoice(
+        "torch",
+        "torch: measured faster here, decode 31.0 vs llama.cpp 27.5 tok/s",
+        {"llama.cpp": 27.5, "torch": 31.04},
+        1.13,
+        3,
+        2.5,
+        versions(),
+        1.8e9,
+    )
+    ChoiceCache(options.runner_choice_dir).put(cache_key(options, model), measured)
+    assert main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    assert "  runner: torch\n  runner_why: torch: measured faster here, decode 31.0 vs" in out
+    assert "  decode_tok_s: llama.cpp=27.5, torch=31.0\n" in out
+    assert "choosing took 2.5 s" in out
+    assert f"runner_choice_cache: {ember_home / 'cache' / 'runner-choice.json'}" in out
+
+
+def test_runner_choice_cache_moves_or_turns_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ember.app.options import engine_options
+
+    monkeypatch.setenv("EMBER_RUNNER_CHOICE", "/somewhere/else")
+    assert engine_options("m").runner_choice_dir == "/somewhere/else"
+    monkeypatch.setenv("EMBER_RUNNER_CHOICE", "off")
+    assert engine_options("m").runner_choice_dir == ""

@@ -9,12 +9,12 @@ from ember.engine.errors import EngineError
 from ember.engine.runners import factory
 
 
-def test_auto_picks_llamacpp_for_gguf_on_cpu_and_torch_otherwise(
+def test_auto_measures_gguf_on_cpu_and_picks_torch_otherwise(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(factory.importlib.util, "find_spec", lambda name: object())
     cpu = EngineOptions(model="m", device="cpu")
-    assert factory.pick_runner(cpu, "gguf") == "llama.cpp"
+    assert factory.pick_runner(cpu, "gguf") == factory.MEASURED  # runner_choice.py decides
     assert factory.pick_runner(cpu, "safetensors") == "torch"
     assert factory.pick_runner(EngineOptions(model="m", device="cuda"), "gguf") == "torch"
     assert (

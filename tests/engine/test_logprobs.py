@@ -47,8 +47,13 @@ PIECES = {  # a tiny multi-byte vocabulary: id -> bytes
 
 
 class PieceTokenizer:
+    """PIECES, and ids 100..355 for single bytes (what encode gives)."""
+
     def token_bytes(self, token_id: int) -> bytes:
-        return PIECES.get(token_id, b"?")
+        return bytes([token_id - 100]) if token_id >= 100 else PIECES.get(token_id, b"?")
+
+    def encode(self, text: str, **_: bool) -> list[int]:
+        return [100 + b for b in text.encode()]
 
 
 def _state(stop: tuple[str, ...] = (), lstrip: bool = False) -> tuple[RequestState, list[Event]]:
@@ -98,6 +103,9 @@ def test_tokens_cut_by_a_stop_string_drop_their_logprobs() -> None:
     # "ok E" is held (E may start END), then END completes: the reply is "ok "
     assert _deltas(events) == [("ok ", (), ()), ("", (13, 14, 15), (b"ok ",))]
     final = events[-1]
+    assert isinstance(final, Finished)
+    # "ok E" straddles the cut: the reply's ids end with "ok " encoded afresh (reply_ids.py)
+    assert final.reply_ids == (100 + ord("o"), 100 + ord("k"), 100 + ord(" "))
     assert isinstance(final, Finished) and final.text == "ok "
     assert final.token_ids == (13, 14, 15)
     assert [lp.token_id for lp in final.logprobs] == [13]

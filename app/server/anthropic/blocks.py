@@ -36,7 +36,8 @@ IMAGE_MAGIC = {
 @dataclass(frozen=True)
 class Block:
     """A checked block: kind, its text (text, thinking, a tool_result's text), and per kind:
-    tool_use: call_id, name, input (JSON text); tool_result: call_id, is_error."""
+    tool_use: call_id, name, input (JSON text); tool_result: call_id, is_error; thinking: the
+    signature it came with (checked by the caller: signing.py)."""
 
     kind: str
     text: str = ""
@@ -45,6 +46,7 @@ class Block:
     input: str = ""
     is_error: bool = False
     image_param: str = ""  # where the first image of this block is (refused by the caller)
+    signature: str = ""
 
 
 def depth_check(value: Any, param: str, limit: int = MAX_DEPTH) -> None:
@@ -124,10 +126,12 @@ def parse_block(block: Any, param: str, allowed: tuple[str, ...]) -> Block:
         check_image(block, param)
         return Block("image", image_param=param)
     if kind == "thinking":
-        _string(block, "signature", param, required=False)
-        return Block("thinking", _string(block, "thinking", param))
-    if kind == "redacted_thinking":
-        return Block("redacted_thinking", _string(block, "data", param))
+        signature = _string(block, "signature", param, required=False)
+        return Block("thinking", _string(block, "thinking", param), signature=signature)
+    if kind == "redacted_thinking":  # Anthropic's encrypted reasoning: only Anthropic reads it
+        raise RequestInvalid(
+            param, "redacted_thinking comes from Anthropic; Ember never writes one", 400
+        )
     if kind == "tool_use":
         value = block.get("input")
         if not isinstance(value, dict):

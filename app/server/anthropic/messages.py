@@ -2,10 +2,12 @@
 
 A user turn's tool_result blocks become `tool` messages (in order, before the turn's text), each
 naming the tool_use it answers, which must be an earlier assistant turn's; an error result is
-shown to the model as such. An assistant turn's tool_use blocks become its tool calls. Thinking
-blocks of earlier turns are accepted and not shown to the model again: reasoning models' chat
-templates drop past reasoning themselves. Consecutive turns of one role are joined, as Anthropic
-does.
+shown to the model as such. An assistant turn's tool_use blocks become its tool calls. Its
+thinking blocks must carry the signature this server gave them (signing.py: a 400 naming the
+block's `signature` otherwise, as Anthropic refuses a block it did not sign), and go along as the
+turn's reasoning, which only a harmony (gpt-oss) template reads (for a turn that made tool calls:
+models/text/tool_calls/render.py); other templates never see past reasoning. Consecutive turns
+of one role are joined, as Anthropic does.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ember.app.server.anthropic.blocks import Block, parse_block
+from ember.app.server.anthropic.signing import ThinkingSigner
 from ember.app.server.errors import RequestInvalid
 from ember.engine.api import ChatMessage
 from ember.models.text.tool_calls import ToolCall
@@ -35,7 +38,8 @@ class Conversation:
     chars: int = 0
 
     def add(self, message: ChatMessage) -> None:
-        self.chars += len(message.content) + sum(len(c.arguments) for c in message.tool_calls)
+        self.chars += len(message.content) + len(message.reasoning)
+        self.chars += sum(len(c.arguments) for c in message.tool_calls)
         if self.chars > MAX_PROMPT_CHARS:
             raise RequestInvalid("messages", f"exceed {MAX_PROMPT_CHARS} characters", status=400)
         last = self.messages[-1] if self.messages else None
@@ -85,17 +89,27 @@ def _user_turn(blocks: list[Block], param: str, convo: Conversation) -> None:
         convo.add(ChatMessage("user", "\n\n".join(texts)))
 
 
-def _assistant_turn(blocks: list[Block], convo: Conversation) -> None:
+def _assistant_turn(
+    blocks: list[Block], param: str, convo: Conversation, signer: ThinkingSigner
+) -> None:
     calls = []
-    for block in blocks:
+    for j, block in enumerate(blocks):
+        if block.kind == "thinking" and not signer.verifies(block.text, block.signature):
+            raise RequestInvalid(
+                f"{param}[{j}].signature",
+                "does not verify: this thinking block was not written by this Ember server "
+                "(send it back unchanged, or leave it out)",
+                400,
+            )
         if block.kind == "tool_use":
             convo.calls[block.call_id] = block.name
             calls.append(ToolCall(block.name, block.input, block.call_id))
     text = "".join(b.text for b in blocks if b.kind == "text")
-    convo.add(ChatMessage("assistant", text, tool_calls=tuple(calls)))
+    reasoning = "".join(b.text for b in blocks if b.kind == "thinking")
+    convo.add(ChatMessage("assistant", text, tool_calls=tuple(calls), reasoning=reasoning))
 
 
-def conversation(system: Any, raw: Any) -> Conversation:
+def conversation(system: Any, raw: Any, signer: ThinkingSigner) -> Conversation:
     """The request's turns as the engine takes them."""
     if not isinstance(raw, list) or not raw:
         raise RequestInvalid("messages", "must be a non-empty list", status=400)
@@ -115,7 +129,8 @@ def conversation(system: Any, raw: Any) -> Conversation:
         if role == "user":
             _user_turn(_blocks(item.get("content"), param, USER_BLOCKS), param, convo)
         elif role == "assistant":
-            _assistant_turn(_blocks(item.get("content"), param, ASSISTANT_BLOCKS), convo)
+            blocks = _blocks(item.get("content"), param, ASSISTANT_BLOCKS)
+            _assistant_turn(blocks, param, convo, signer)
         else:
             raise RequestInvalid(f"messages[{i}].role", "must be user or assistant", status=400)
     return convo

@@ -7,6 +7,7 @@ import uuid
 from typing import Any
 
 from ember.app.reply_splitter import ReplySplitter
+from ember.app.server.anthropic.signing import ThinkingSigner
 from ember.engine.api import Finished, Stats
 from ember.models.text.tool_calls import ToolCall
 
@@ -33,9 +34,12 @@ def tool_use_block(call: ToolCall) -> dict[str, Any]:
 class MessageReply:
     """One request's reply: its id, model, the splitter of its text, its stop reason."""
 
-    def __init__(self, model: str, fmt_name: str, tools: bool, single_call: bool) -> None:
+    def __init__(
+        self, model: str, fmt_name: str, tools: bool, single_call: bool, signer: ThinkingSigner
+    ) -> None:
         self.id = "msg_" + uuid.uuid4().hex[:24]
         self.model = model
+        self.signer = signer  # signs the thinking blocks (signing.py)
         self.splitter = ReplySplitter(fmt_name, tools)
         self.single_call = single_call  # disable_parallel_tool_use: the first call only
 
@@ -65,8 +69,9 @@ class MessageReply:
         """The non-streamed message."""
         reasoning, content, _ = self.splitter.feed(fin.text, final=True)
         blocks: list[dict[str, Any]] = []
-        if reasoning.strip():
-            blocks.append({"type": "thinking", "thinking": reasoning.strip(), "signature": ""})
+        if thinking := reasoning.strip():
+            signature = self.signer.sign(thinking)
+            blocks.append({"type": "thinking", "thinking": thinking, "signature": signature})
         text = content.strip() if self.splitter.calls else content
         if text:
             blocks.append({"type": "text", "text": text})

@@ -9,6 +9,7 @@ from typing import Any
 from ember.app.parameters import ParameterInvalid, check_field, read_fields
 from ember.app.server.anthropic.blocks import depth_check
 from ember.app.server.anthropic.messages import conversation
+from ember.app.server.anthropic.signing import ThinkingSigner
 from ember.app.server.anthropic.tools import parse_tool_choice, parse_tools
 from ember.app.server.chat_fields import schema_text
 from ember.app.server.errors import RequestInvalid
@@ -172,14 +173,17 @@ def _cache_control(value: Any) -> None:
         raise RequestInvalid("cache_control", 'must be {"type": "ephemeral", "ttl"?}', status=400)
 
 
-def parse_messages(body: Any, max_tokens_cap: int, count_only: bool = False) -> MessagesRequest:
-    """Check a /v1/messages body (count_only: a /v1/messages/count_tokens body)."""
+def parse_messages(
+    body: Any, max_tokens_cap: int, signer: ThinkingSigner, count_only: bool = False
+) -> MessagesRequest:
+    """Check a /v1/messages body (count_only: a /v1/messages/count_tokens body); signer checks
+    the thinking blocks of earlier turns."""
     body = _check_fields(body, COUNT_FIELDS if count_only else FIELDS)
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise RequestInvalid("stream", "must be a boolean", status=400)
     sampling = SamplingParams() if count_only else _sampling(body, max_tokens_cap)
-    convo = conversation(body.get("system"), body.get("messages"))
+    convo = conversation(body.get("system"), body.get("messages"), signer)
     tools = parse_tools(body.get("tools"))
     choice = parse_tool_choice(body.get("tool_choice"), tools)
     _cache_control(body.get("cache_control"))

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from ember.app.server.anthropic.errors import error_response
 from ember.app.server.anthropic.reply import MessageReply
 from ember.app.server.anthropic.request import MessagesRequest, parse_messages
+from ember.app.server.anthropic.signing import ThinkingSigner
 from ember.app.server.anthropic.stream import message_events
 from ember.app.server.context_fit import anthropic_message, overflow
 from ember.app.server.errors import RequestInvalid
@@ -37,12 +38,12 @@ def _unknown_model(pool: ModelPool, exc: RequestInvalid) -> Response:
 
 
 async def _accepted(
-    request: Request, pool: ModelPool, guard: Guard, count_only: bool
+    request: Request, pool: ModelPool, guard: Guard, signer: ThinkingSigner, count_only: bool
 ) -> tuple[MessagesRequest, str, Backend] | Response:
     """The checked request and its model's backend (acquired: release it), or the error."""
     try:
         body = await read_json(request, guard.max_body_bytes)
-        parsed = parse_messages(body, pool.max_tokens_cap, count_only)
+        parsed = parse_messages(body, pool.max_tokens_cap, signer, count_only)
         name = pool.resolve(parsed.model)
     except RequestInvalid as exc:
         if exc.status == 404 and exc.param == "model":
@@ -62,12 +63,19 @@ async def _accepted(
     return replace(parsed, request=parsed.for_model(switch)), name, backend
 
 
-def routes(pool: ModelPool, guard: Guard) -> list[Route]:
+def routes(pool: ModelPool, guard: Guard, signer: ThinkingSigner | None = None) -> list[Route]:
+    """The routes; signer: signs and checks thinking blocks (default: this home's key,
+    `thinking.key` in Ember's data folder, read or made on first use)."""
     from starlette.responses import JSONResponse
     from starlette.routing import Route
 
+    from ember.paths import get_paths
+
+    if signer is None:
+        signer = ThinkingSigner(get_paths().data_dir / "thinking.key")
+
     async def messages(request: Request) -> Response:
-        accepted = await _accepted(request, pool, guard, count_only=False)
+        accepted = await _accepted(request, pool, guard, signer, count_only=False)
         if not isinstance(accepted, tuple):
             return accepted
         parsed, name, backend = accepted
@@ -80,7 +88,7 @@ def routes(pool: ModelPool, guard: Guard) -> list[Route]:
             pool.release(name)
             return error_response(400, str(exc))
         tools = bool(parsed.request.offered_tools)
-        reply = MessageReply(name, backend.info.tool_format, tools, parsed.single_call)
+        reply = MessageReply(name, backend.info.tool_format, tools, parsed.single_call, signer)
         if parsed.stream:
             return sse_response(message_events(handle, reply), lambda: pool.release(name))
         fin = await finish_and_release(handle, request, lambda: pool.release(name))
@@ -89,7 +97,7 @@ def routes(pool: ModelPool, guard: Guard) -> list[Route]:
         return JSONResponse(reply.whole(fin))
 
     async def count_tokens(request: Request) -> Response:
-        accepted = await _accepted(request, pool, guard, count_only=True)
+        accepted = await _accepted(request, pool, guard, signer, count_only=True)
         if not isinstance(accepted, tuple):
             return accepted
         parsed, name, backend = accepted

@@ -1,6 +1,6 @@
 """A reply as Anthropic's event stream: message_start, ping, then per content block
-content_block_start / content_block_delta (text_delta, thinking_delta, input_json_delta) /
-content_block_stop, then message_delta (stop_reason, stop_sequence, the cumulative usage) and
+content_block_start / content_block_delta (text_delta, thinking_delta, input_json_delta; a
+thinking block's signature_delta last: signing.py) / content_block_stop, then message_delta (stop_reason, stop_sequence, the cumulative usage) and
 message_stop. A `ping` goes out while nothing else has for PING_S (a long prefill).
 
 Usage: message_start's counts are 0, as the prompt's size is known when the reply ends; the
@@ -35,6 +35,7 @@ class BlockEvents:
         self.reply = reply
         self.count = 0  # blocks started so far
         self.open: str | None = None  # the open block's kind: thinking, text or tool_use
+        self.thinking = ""  # the open thinking block's text so far (signed when it closes)
         self.call_blocks: dict[int, int] = {}  # a streamed call's index -> its block index
 
     def _start(self, kind: str, block: dict[str, Any]) -> list[str]:
@@ -48,8 +49,14 @@ class BlockEvents:
     def _close(self) -> list[str]:
         if self.open is None:
             return []
+        out = []
+        if self.open == "thinking":
+            signature = self.reply.signer.sign(self.thinking)
+            out.append(self._delta("signature_delta", {"signature": signature}))
+            self.thinking = ""
         self.open = None
-        return [sse("content_block_stop", {"type": "content_block_stop", "index": self.count - 1})]
+        stop = {"type": "content_block_stop", "index": self.count - 1}
+        return [*out, sse("content_block_stop", stop)]
 
     def _delta(self, kind: str, delta: dict[str, Any]) -> str:
         return sse("content_block_delta", {"type": "content_block_delta",
@@ -60,6 +67,8 @@ class BlockEvents:
             return []
         block = {"type": kind, kind: ""} | ({"signature": ""} if kind == "thinking" else {})
         out = self._start(kind, block) if self.open != kind else []
+        if kind == "thinking":
+            self.thinking += text
         return [*out, self._delta(f"{kind}_delta", {kind: text})]
 
     def _call(self, event: CallEvent) -> list[str]:

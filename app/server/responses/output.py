@@ -83,9 +83,9 @@ class ResponseBuilder:
 
     def feed(self, text: str, num_tokens: int = 0, final: bool = False) -> list[Event]:
         """The events a text delta releases (num_tokens: how many tokens it holds)."""
-        was_inside = self.splitter.think.inside
+        was_inside = self.splitter.in_reasoning
         reasoning, content, calls = self.splitter.stream(text, final)
-        thinking = reasoning or was_inside or self.splitter.think.inside  # markers count too
+        thinking = reasoning or was_inside or self.splitter.in_reasoning  # markers count too
         if thinking and not content and not calls:
             self.reasoning_tokens += num_tokens
         events: list[Event] = []

@@ -90,7 +90,12 @@ class ChatTemplate:
 
     @classmethod
     def for_architecture(cls, arch: str, bos_token: str = "", eos_token: str = "") -> ChatTemplate:
-        """The built-in template for a model without one: Gemma turns for gemma*, else ChatML."""
+        """The built-in template for a model without one: Gemma turns for gemma*, harmony for
+        gpt-oss, else ChatML."""
+        from ember.models.text.harmony.template import HARMONY_TEMPLATE, is_harmony_architecture
+
+        if is_harmony_architecture(arch):
+            return cls(HARMONY_TEMPLATE, "built-in harmony", bos_token, eos_token)
         if arch.lower().startswith("gemma"):
             return cls(GEMMA, "built-in gemma", bos_token or "<bos>", eos_token or "<eos>")
         return cls(CHATML, "built-in chatml", bos_token, eos_token)

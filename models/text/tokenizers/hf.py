@@ -96,6 +96,11 @@ class HFTokenizer:
             if isinstance(value, int) and 0 <= value < self.vocab_size:
                 ends.add(value)
         ends |= {i for i, text in self._added.items() if text in EOT_SPELLINGS}
+        spelled = {text: i for i, text in self._added.items()}
+        if {"<|return|>", "<|call|>", "<|end|>"} <= spelled.keys():
+            # harmony (gpt-oss): <|end|> closes one message of a reply (the reasoning, before
+            # the answer); <|return|> and <|call|> end it. llama.cpp drops <|end|> the same way.
+            ends.discard(spelled["<|end|>"])
         return frozenset(ends)
 
     def encode(self, text: str, *, add_bos: bool = False, parse_special: bool = False) -> list[int]:

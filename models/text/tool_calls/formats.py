@@ -12,6 +12,10 @@ the tool list into the system prompt and asks for the Hermes shape (docs/structu
 | llama3  | Llama 3.1 / 3.2 / 3.3            | {"name": ..., "parameters": {...}} (or after <|python_tag|>) |
 | mistral | Mistral, Mixtral, Ministral      | [TOOL_CALLS][{"name": ..., "arguments": {...}}]          |
 | generic | Gemma, SmolLM2, base models, any | <tool_call>...</tool_call> as hermes; also ```tool_code``` |
+| harmony | gpt-oss                          | <|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{...} |
+
+Harmony is a whole reply format, not a call shape: reasoning, answer and calls are channel
+messages, which models/text/harmony reads (`channels`); it has no shapes.
 """
 
 from __future__ import annotations
@@ -38,10 +42,13 @@ class ToolFormat:
     arguments_key: str = "arguments"  # llama3 says "parameters"
     bare_json: bool = False  # a reply that is one JSON object is a call (llama3)
     list_body: bool = False  # the body is a JSON list of calls (mistral)
+    channels: bool = False  # harmony: calls are channel messages (models/text/harmony)
 
     @property
     def primary(self) -> CallShape:
         """The shape Ember asks for and the grammar enforces."""
+        if not self.shapes:
+            raise ValueError(f"tool format {self.name}: calls are channel messages, not shapes")
         return self.shapes[0]
 
 
@@ -52,7 +59,8 @@ LLAMA3 = ToolFormat(
 )
 MISTRAL = ToolFormat("mistral", True, (CallShape("[TOOL_CALLS]", None),), list_body=True)
 GENERIC = ToolFormat("generic", False, (TOOL_CALL, CallShape("```tool_code", "```", "python")))
-FORMATS = {f.name: f for f in (HERMES, LLAMA3, MISTRAL, GENERIC)}
+HARMONY = ToolFormat("harmony", True, (), channels=True)
+FORMATS = {f.name: f for f in (HERMES, LLAMA3, MISTRAL, GENERIC, HARMONY)}
 
 
 def tool_format(name: str) -> ToolFormat:
@@ -64,8 +72,11 @@ def tool_format(name: str) -> ToolFormat:
 
 
 def detect_tool_format(template_source: str) -> ToolFormat:
-    """The format a chat template speaks; generic when it does not render `tools`."""
+    """The format a chat template speaks; generic when it does not render `tools`. Harmony
+    (channel messages) whether or not it renders tools: its replies are split either way."""
     source = template_source or ""
+    if "<|channel|>" in source and "<|message|>" in source:
+        return HARMONY
     if "tools" not in source:
         return GENERIC
     if "[TOOL_CALLS]" in source:

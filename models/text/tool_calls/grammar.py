@@ -6,6 +6,10 @@ match that tool's parameter schema. Markers that are special tokens of the vocab
 <tool_call>, Mistral's [TOOL_CALLS], Llama's <|python_tag|>) are written as the token itself
 (`<[id]>`), as the model was trained to emit them; others as text.
 
+Harmony (gpt-oss) calls are a commentary message to the function: its header names the tool
+and the body is the arguments object alone, so each allowed tool is one alternative of header
+and arguments schema; the message goes straight to the call (no analysis before it).
+
 So that even a small model returns a well-formed call, an object schema that lists properties
 but does not say whether others are allowed gets `additionalProperties: false` (OpenAI's strict
 mode asks for the same), and the JSON is single-line with the usual separators.
@@ -70,6 +74,8 @@ def tool_call_grammar(
     """Lark grammar of exactly one call to one of tools, in fmt's primary shape."""
     if not tools:
         raise ValueError("tool_choice needs at least one tool")
+    if fmt.channels:
+        return _channel_grammar(tools, special_id)
     body = f"%json {json.dumps(call_schema(tools, fmt), ensure_ascii=False)}"
     shape = fmt.primary
     if fmt.list_body:
@@ -80,3 +86,21 @@ def tool_call_grammar(
     if shape.close:
         parts += ['"\\n"', _literal(shape.close, special_id)]
     return "start: " + " ".join(parts) + "\n"
+
+
+def _channel_grammar(
+    tools: Sequence[dict[str, Any]], special_id: Callable[[str], int | None]
+) -> str:
+    """Harmony: <|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{args}."""
+    token = {t: _literal(t, special_id) for t in ("<|channel|>", "<|constrain|>", "<|message|>")}
+    rules = []
+    for i, tool in enumerate(tools):
+        args = {**_strict(tool.get("parameters") or EMPTY_OBJECT), "x-guidance": JSON_STYLE}
+        header = json.dumps(f"{tool['name']} ")
+        rules.append(
+            f"call_{i}: {header} {token['<|constrain|>']} \"json\" {token['<|message|>']} "
+            f"%json {json.dumps(args, ensure_ascii=False)}"
+        )
+    calls = " | ".join(f"call_{i}" for i in range(len(tools)))
+    start = f'start: {token["<|channel|>"]} "commentary to=functions." ({calls})'
+    return "\n".join([start, *rules]) + "\n"

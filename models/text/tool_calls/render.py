@@ -7,6 +7,11 @@ dicts. A template that knows no tools gets Ember's generic format instead: the t
 the call syntax in the system prompt, earlier calls written into the assistant's text, tool
 results as user turns in <tool_response> blocks, and same-role neighbours merged so templates
 that insist on alternating turns (Gemma's) accept the conversation.
+
+An assistant turn's past reasoning (`reasoning_content`, when a client sent it back) reaches
+only a harmony template, as the `thinking` it reads: harmony keeps the analysis of a turn that
+made tool calls until a final answer follows, and the template drops the rest itself. Other
+templates get the turns as before, without it.
 """
 
 from __future__ import annotations
@@ -89,10 +94,24 @@ def _generic(messages: Sequence[Message], tools: Sequence[dict[str, Any]]) -> li
     return out
 
 
+def _reasoning(message: Message, fmt: ToolFormat) -> Message:
+    if "reasoning_content" not in message:
+        return message
+    out = dict(message)
+    reasoning = out.pop("reasoning_content") or ""
+    if fmt.channels and reasoning and out["role"] == "assistant":
+        content = out.get("content") or ""
+        if out.get("tool_calls") and content:  # harmony's template takes one analysis text
+            reasoning, out["content"] = f"{reasoning}\n\n{content}", ""
+        out["thinking"] = reasoning
+    return out
+
+
 def template_inputs(
     messages: Sequence[Message], tools: Sequence[dict[str, Any]] | None, fmt: ToolFormat
 ) -> tuple[list[Message], list[dict[str, Any]] | None]:
     """(messages, tools) to pass to the template: native pass-through or the generic format."""
+    messages = [_reasoning(m, fmt) for m in messages]
     has_tool_turns = any(m["role"] == "tool" or m.get("tool_calls") for m in messages)
     if fmt.native:
         return [_native(m) for m in messages], (openai_tools(tools) if tools else None)

@@ -8,11 +8,13 @@ import base64
 import json
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from ember.app.server.anthropic.signing import ThinkingSigner
 from ember.app.server.model_aliases import ModelAliases
 from ember.app.server.pool import ModelPool
 from ember.app.server.security import Guard
@@ -171,11 +173,65 @@ def test_any_tool_choice_returns_a_well_formed_tool_use(server: str) -> None:
     )
 
 
+THINK: dict[str, Any] = {"model": "claude-haiku-4-5", "max_tokens": 2000, "messages": HI,
+                         "thinking": {"type": "enabled", "budget_tokens": 1024}}  # fmt: skip
+
+
+def test_thinking_blocks_are_signed_and_checked_when_sent_back(server: str, tmp_path: Path) -> None:
+    client = _client(server)
+    whole = client.messages.create(**THINK)
+    block = whole.content[0].model_dump()
+    assert block["type"] == "thinking" and block["signature"]
+    with client.messages.stream(**THINK) as stream:
+        kinds = [e.delta.type for e in stream if e.type == "content_block_delta"]
+        streamed = stream.get_final_message().content[0]
+    # the signature ends its block, once, and signs the same text as the whole reply's
+    assert kinds.count("signature_delta") == 1
+    assert kinds[kinds.index("signature_delta") - 1] == "thinking_delta"
+    assert kinds[kinds.index("signature_delta") + 1] == "text_delta"
+    assert streamed.signature == block["signature"]
+
+    def turn(thinking: dict[str, Any]) -> list[dict[str, Any]]:
+        reply = [thinking, {"type": "text", "text": "It rains."}]
+        return [*HI, {"role": "assistant", "content": reply}, {"role": "user", "content": "ok"}]
+
+    again = client.messages.create(**THINK | {"messages": turn(block)})
+    assert again.content[0].type == "thinking"  # sent back unchanged: accepted
+    tokens = client.messages.count_tokens(model="tiny", messages=turn(block))
+    assert tokens.input_tokens > 0
+    edited = block | {"thinking": block["thinking"] + " (edited)"}
+    unsigned = block | {"signature": ""}
+    foreign = block | {"signature": ThinkingSigner(tmp_path / "k").sign(block["thinking"])}
+    garbage = block | {"signature": "not base64!"}
+    for bad in (edited, unsigned, foreign, garbage):
+        with pytest.raises(anthropic.BadRequestError) as refused:
+            client.messages.create(**THINK | {"messages": turn(bad)})
+        message = refused.value.body["error"]["message"]
+        assert message.startswith("messages[1].content[0].signature: does not verify")
+    with pytest.raises(anthropic.BadRequestError) as refused:
+        client.messages.count_tokens(model="tiny", messages=turn(edited))
+    redacted = {"type": "redacted_thinking", "data": "EmwKAhgBEgy..."}
+    with pytest.raises(anthropic.BadRequestError) as refused:
+        client.messages.create(**THINK | {"messages": turn(redacted)})
+    assert "redacted_thinking comes from Anthropic" in refused.value.body["error"]["message"]
+
+
+def test_signatures_survive_a_restart_of_the_home(tmp_path: Path) -> None:
+    first, second = ThinkingSigner(tmp_path / "k"), ThinkingSigner(tmp_path / "k")
+    signature = first.sign("  why?\n")
+    assert second.verifies("why?", signature)  # one home, one key; stripped text signed
+    assert (tmp_path / "k").stat().st_mode & 0o777 == 0o600
+    (tmp_path / "k").write_bytes(b"short")  # a broken key file is replaced, not trusted
+    assert not ThinkingSigner(tmp_path / "k").verifies("why?", signature)
+    assert len((tmp_path / "k").read_bytes()) == 32
+
+
 def test_tool_result_round_trip_reaches_the_engine(server: str, pool: ModelPool) -> None:
+    thinking = _client(server).messages.create(**THINK).content[0].model_dump()
     history = [
         {"role": "user", "content": "Weather in Paris?"},
         {"role": "assistant", "content": [
-            {"type": "thinking", "thinking": "use the tool", "signature": "sig"},
+            thinking,
             {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}}]},
         {"role": "user", "content": [
             {"type": "tool_result", "tool_use_id": "toolu_1", "is_error": True,

@@ -4,6 +4,7 @@ healthy."""
 
 from __future__ import annotations
 
+from base64 import b64encode
 from typing import Any
 
 import httpx
@@ -27,6 +28,17 @@ block = st.one_of(
     ),
     st.fixed_dictionaries(
         {"type": st.sampled_from(["image", "thinking", "document", "video"]), "source": json_values}
+    ),
+    # thinking blocks sent back: signatures of every shape (signing.py checks them)
+    st.fixed_dictionaries(
+        {"type": st.sampled_from(["thinking", "redacted_thinking"])},
+        optional={
+            "thinking": st.one_of(nasty_text, json_values),
+            "signature": st.one_of(
+                nasty_text, st.binary(max_size=40).map(lambda b: b64encode(b).decode()), json_values
+            ),
+            "data": json_values,
+        },
     ),
     json_values,
 )

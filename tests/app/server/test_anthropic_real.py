@@ -7,12 +7,14 @@ tool_use / tool_result round trip, count_tokens, the prefix cache in usage, erro
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from ember.app.server.anthropic.signing import ThinkingSigner
 from tests.app.server.server_harness import serve_models
 
 pytestmark = pytest.mark.model
@@ -21,6 +23,7 @@ pytest.importorskip("llguidance", reason="forced tool calls need llguidance")
 
 MODEL = "gemma3"
 KEY = "test-key"
+CTX = 1024
 WEATHER = {
     "name": "get_weather",
     "description": "Current weather for a city",
@@ -34,11 +37,15 @@ ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
 
 
 @pytest.fixture(scope="module")
-def server(starter_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    serve = ("--model", MODEL, "--threads", "2", "--ctx", "1024", "--api-key", KEY,
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("serve_home")
+
+
+@pytest.fixture(scope="module")
+def server(starter_gguf: Path, home: Path) -> Iterator[str]:
+    serve = ("--model", MODEL, "--threads", "2", "--ctx", str(CTX), "--api-key", KEY,
              "--alias", f"claude-*={MODEL}")  # fmt: skip
     drop = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL")
-    home = tmp_path_factory.mktemp("serve_home")
     with serve_models(home, {MODEL: starter_gguf}, *serve, drop_env=drop) as url:
         yield url
 
@@ -138,3 +145,37 @@ def test_errors_in_anthropics_shape(server: str) -> None:
             model=MODEL, max_tokens=5, messages=ASK
         )
     assert _client(server).messages.create(model=MODEL, max_tokens=2, messages=ASK).content
+
+
+def test_thinking_blocks_are_checked_against_this_homes_key(server: str, home: Path) -> None:
+    """The starter writes no thinking, so the block is signed here with the server's own key
+    file (one key per EMBER_HOME, shared by every server on it) and with another home's."""
+    thinking = "The user wants the weather."
+
+    def turn(signer: ThinkingSigner) -> list[dict[str, Any]]:
+        block = {"type": "thinking", "thinking": thinking, "signature": signer.sign(thinking)}
+        reply = [block, {"type": "text", "text": "Let me check."}]
+        return [*ASK, {"role": "assistant", "content": reply}, {"role": "user", "content": "Go on"}]
+
+    client = _client(server)
+    ours = ThinkingSigner(home / "data" / "thinking.key")
+    assert client.messages.create(model=MODEL, max_tokens=4, messages=turn(ours)).content
+    with pytest.raises(anthropic.BadRequestError) as refused:
+        elsewhere = ThinkingSigner(home / "elsewhere.key")
+        client.messages.create(model=MODEL, max_tokens=4, messages=turn(elsewhere))
+    assert "messages[1].content[0].signature: does not verify" in str(refused.value)
+
+
+def test_a_prompt_past_the_context_is_refused_before_generating(server: str) -> None:
+    client = _client(server)
+    long = [{"role": "user", "content": "the sea is wide " * 600}]  # ~2400 tokens > CTX
+    for stream in (False, True):
+        started = time.perf_counter()
+        with pytest.raises(anthropic.BadRequestError) as refused:
+            client.messages.create(model=MODEL, max_tokens=16, messages=long, stream=stream)
+        assert time.perf_counter() - started < 30  # counted, not prefilled
+        message = refused.value.body["error"]["message"]
+        need = int(message.split("prompt is too long: ")[1].split(" tokens")[0])
+        assert need > CTX and f"> {CTX - 1} maximum" in message
+        assert f"the context holds {CTX} tokens" in message
+    assert client.messages.create(model=MODEL, max_tokens=4, messages=ASK).content

@@ -188,6 +188,9 @@ OLLAMA_PLAUSIBLE = {
     "think": _edges(True, False, "x"),
     "raw": _edges(True, False),
     "system": nasty_text,
+    # /api/generate's token ids (ollama_context.py): in and out of the vocabulary, wrong types
+    "context": _edges([1, 2, 3], [], [-1], [True], [1, 10**9], [1.5], "1,2", [1] * 600)
+    | st.lists(st.integers(-5, 300), max_size=20),
 }
 ollama_fields = st.lists(
     st.sampled_from(sorted(OLLAMA_PLAUSIBLE)).flatmap(
@@ -228,6 +231,8 @@ def _check_ollama(reply: httpx.Response) -> None:
 @example(body={"model": "fake", "stream": False, "prompt": "x", "keep_alive": "--5m"})
 @example(body={"model": "fake", "stream": False, "prompt": "x", "keep_alive": 1e300})
 @example(body={"model": "fake", "stream": False, "prompt": "x", "format": {"$ref": "#"}})
+@example(body={"model": "fake", "stream": False, "prompt": "x", "context": [1, 1 << 40]})
+@example(body={"model": "fake", "stream": True, "prompt": "x", "context": [1] * 5000})
 @example(
     body={"model": "fake", "stream": False, "messages": [{"role": "assistant", "tool_calls": 5}]}
 )

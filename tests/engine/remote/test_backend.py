@@ -81,6 +81,13 @@ def test_raw_prompts_use_the_completions_endpoint(server: RemoteTestServer) -> N
     assert server.requests[-1]["prompt"] == "Once upon"
 
 
+def test_context_ids_are_refused_not_dropped(server: RemoteTestServer) -> None:
+    request = GenerationRequest(prompt="Once upon", context_ids=(1, 2))
+    _, done = events(backend(server, "ok"), request)
+    assert done.reason == "error" and "context_ids" in done.error
+    assert not server.requests  # nothing was sent without the context
+
+
 def test_wrong_api_key_is_a_clear_error(server: RemoteTestServer) -> None:
     _, done = events(backend(server, "ok", api_key="wrong"), chat())
     assert done.reason == "error" and "refused the API key (401)" in done.error
