@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -73,3 +76,34 @@ def greedy(
         out.append(int(logits[-1].argmax()))
         logits = runner.forward(ForwardBatch([seq.step([out[-1]])]))[0]
     return out
+
+
+class _PinnedChoice:
+    """A kernel choice that sends every prompt-sized batch one way (native or dense) and keeps
+    the measured crossover between the native kernels' own tiled and one-row products (which
+    agree bit for bit, so it only changes speed)."""
+
+    def __init__(self, native: bool, measured: Any) -> None:
+        self.native, self.measured = native, measured
+
+    def prefers_native(self, desc: Any, tokens: int) -> bool:
+        return self.native
+
+    def gemm_min_rows(self, descs: Any) -> int:
+        return int(self.measured.gemm_min_rows(descs))
+
+
+@contextmanager
+def prefill_path(runner: Any, path: str) -> Iterator[None]:
+    """Run prompt-sized batches on one numeric path, "native" (the GGUF blocks) or "dense"
+    (float32 matmuls over dequantized weights), instead of the per-linear mix a timing
+    measurement picks on this machine (native/choice.py): fidelity checks each path alike."""
+    assert path in ("native", "dense"), path
+    kernels = runner.kernels
+    assert kernels is not None and kernels.choice is not None, "the native kernels are off"
+    measured = kernels.choice
+    kernels.choice = _PinnedChoice(path == "native", measured)
+    try:
+        yield
+    finally:
+        kernels.choice = measured
