@@ -24,24 +24,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.bench_paired import LlamaSide, Side, TorchSide, take_turns  # noqa: E402
+from benchmarks.bench_paired import EmberSide, LlamaSide, Side, TorchSide, take_turns  # noqa: E402
 
 PROMPT_TOKENS = 64
-
-
-class EmberSide(TorchSide):
-    """Any Ember runner through the Runner contract (TorchSide's prefill and decode)."""
-
-    def __init__(self, runner: Any, capacity: int) -> None:
-        self.runner = runner
-        self.blocks = capacity // 16 + 2
-        self.table = list(range(self.blocks))
-        self.pos = 0
-        self.logits = None
 
 
 def load_sides(path: Path, capacity: int) -> dict[str, Side]:

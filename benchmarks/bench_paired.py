@@ -96,6 +96,17 @@ class TorchSide:
         return n / (clock() - t)
 
 
+class EmberSide(TorchSide):
+    """Any loaded Ember runner through the Runner contract (TorchSide's prefill and decode)."""
+
+    def __init__(self, runner: Any, capacity: int) -> None:
+        self.runner = runner
+        self.blocks = capacity // BLOCK + 2
+        self.table = list(range(self.blocks))
+        self.pos = 0
+        self.logits = None
+
+
 class LlamaSide:
     """Raw llama-cpp-python: `Llama.eval` and the last row of its logits."""
 
@@ -215,11 +226,7 @@ def ours_side(
     if ours == "llama.cpp":
         from ember.engine.runners.llamacpp.runner import LlamaCppRunner
 
-        side = TorchSide.__new__(TorchSide)  # TorchSide's prefill/decode over another runner
-        side.runner = LlamaCppRunner.load(path, threads=threads, max_sequences=4)
-        side.blocks, side.pos, side.logits = capacity // BLOCK + 2, 0, None
-        side.table = list(range(side.blocks))
-        return side
+        return EmberSide(LlamaCppRunner.load(path, threads=threads, max_sequences=4), capacity)
     return EngineSide(path, engine_runner, threads, capacity, sampling)
 
 

@@ -95,7 +95,7 @@ def test_top_k_ids_equal_a_full_stable_sort() -> None:
         n = 262_144 + int(rng.integers(0, 3000)) if trial % 3 == 0 else int(rng.integers(1, 9000))
         row = rng.standard_normal(n).astype(np.float32)
         if trial % 4 == 0:
-            row = np.round(row * 2) / 2  # many equal logits
+            row = (np.round(row * 2) / 2).astype(np.float32)  # many equal logits
         if trial % 5 == 0:
             row[rng.random(n) < rng.choice([0.5, 0.99, 0.9999])] = -np.inf
         if trial % 7 == 0:
