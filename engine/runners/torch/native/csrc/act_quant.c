@@ -83,12 +83,6 @@ static inline float max8(__m256 v) {
     return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
 }
 
-static inline int hsum8(__m256i v) {
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-    return _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1)));
-}
-
 /* 32 int32 codes (4 vectors, in order) -> 32 int8 at q */
 static inline void store32(__m256i a, __m256i b, __m256i c, __m256i d, int8_t *q) {
     const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(a, b), _mm256_packs_epi32(c, d));
@@ -124,7 +118,7 @@ static void quantize_row_32(const float *x, int32_t k, float *d, float *s, int8_
         __m256i v[4];
         for (int j = 0; j < 4; j++) v[j] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + 8 * j), vid));
         store32(v[0], v[1], v[2], v[3], q + 32 * b);
-        sum = hsum8(_mm256_add_epi32(_mm256_add_epi32(v[0], v[1]), _mm256_add_epi32(v[2], v[3])));
+        sum = em_hsum_i32(_mm256_add_epi32(_mm256_add_epi32(v[0], v[1]), _mm256_add_epi32(v[2], v[3])));
 #else
         for (int j = 0; j < 32; j++) {
             int v = (int)nearbyintf(xb[j] * id);
@@ -154,8 +148,8 @@ static void quantize_row_256(const float *x, int32_t k, float *d, int16_t *bsum,
                 v[j] = _mm256_max_epi32(_mm256_min_epi32(r, hi), lo);
             }
             store32(v[0], v[1], v[2], v[3], q + 256 * b + 16 * g);
-            bsum[16 * b + g] = (int16_t)hsum8(_mm256_add_epi32(v[0], v[1]));
-            bsum[16 * b + g + 1] = (int16_t)hsum8(_mm256_add_epi32(v[2], v[3]));
+            bsum[16 * b + g] = (int16_t)em_hsum_i32(_mm256_add_epi32(v[0], v[1]));
+            bsum[16 * b + g + 1] = (int16_t)em_hsum_i32(_mm256_add_epi32(v[2], v[3]));
         }
 #else
         for (int g = 0; g < 16; g++) {

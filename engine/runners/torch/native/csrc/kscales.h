@@ -59,10 +59,7 @@ static inline __m256i em_q6_scale(const __m256i t[2], int j) {
 
 /* sum of the 16 signed scales times the activations' 16 code sums bs (exact) */
 static inline int em_q6_corr(__m128i sc, const int16_t *bs) {
-    const __m256i p = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc), _mm256_loadu_si256((const __m256i *)bs));
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-    return _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1)));
+    return em_hsum_i32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(sc), em_load32(bs)));
 }
 #endif
 
