@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.fixtures.smollm2 import smollm2_f32, smollm2_gguf  # noqa: F401
 from tests.fixtures.tiny_gptoss import tiny_gptoss  # noqa: F401
 from tests.fixtures.tiny_models import tiny_models  # noqa: F401
 from tests.tools import check_required_tools

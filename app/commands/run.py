@@ -128,6 +128,39 @@ def _request(args: argparse.Namespace, prompt: str, settings: Any) -> Any:
     return GenerationRequest(messages=tuple(messages), sampling=sampling, constraint=constraint)
 
 
+class ReplyWriter:
+    """Writes a reply as it streams: the answer to stdout, the reasoning (when a splitter
+    separates it) to stderr, dimmed on a terminal. On a terminal a reply cannot act on it
+    (escape sequences shown, not run); piped, it is written byte for byte."""
+
+    def __init__(self, splitter: Any) -> None:
+        self.splitter = splitter
+        self.content = self.reasoning = ""
+
+    def write(self, text: str, final: bool = False) -> None:
+        if self.splitter is None:
+            reasoning, content = "", text
+        else:
+            reasoning, content, _ = self.splitter.feed(text, final)
+        self.reasoning += reasoning
+        self.content += content
+        if reasoning:
+            self._put(sys.stderr, reasoning, dim=True)
+        if content:
+            if self.reasoning and self.content == content:
+                self._put(sys.stderr, "\n")  # the answer starts apart from its reasoning
+            self._put(sys.stdout, content)
+
+    @staticmethod
+    def _put(stream: Any, text: str, dim: bool = False) -> None:
+        from ember.text import visible
+
+        tty = stream.isatty()
+        shown = visible(text) if tty else text
+        stream.write(f"\x1b[2m{shown}\x1b[0m" if dim and tty else shown)
+        stream.flush()
+
+
 def run(args: argparse.Namespace) -> int:
     import dataclasses
 
@@ -136,9 +169,9 @@ def run(args: argparse.Namespace) -> int:
     from ember.app.loading import load_backend
     from ember.app.options import EngineFlags, engine_options
     from ember.app.progress import WaitReporter
+    from ember.app.reply_splitter import ReplySplitter
     from ember.engine.api import Finished, TextDelta
     from ember.engine.errors import EngineError
-    from ember.text import visible
 
     settings = load_settings()
     _engine_log_to_file()
@@ -156,30 +189,30 @@ def run(args: argparse.Namespace) -> int:
     if backend.info.context_note:  # --ctx auto: the context it chose, and why (one line)
         sys.stderr.write(f"ember: {backend.info.context_note}\n")
     final: Finished | None = None
+    # a chat reply's reasoning (<think>, harmony's analysis channel) goes to stderr, its answer
+    # to stdout; a raw prompt's continuation is written as the model wrote it
+    out = ReplyWriter(None if args.raw else ReplySplitter(backend.info.tool_format, False))
     try:
         waits.start()  # a long prompt's prefill reports from here
         handle = backend.submit(request)
-        # on a terminal a reply cannot act on it (escape sequences shown, not run); piped, it is
-        # written byte for byte
-        shown = visible if sys.stdout.isatty() else str
         try:
             for event in handle:
                 if isinstance(event, TextDelta):
                     waits.finish()  # end a progress line before the reply's text
-                    sys.stdout.write(shown(event.text))
-                    sys.stdout.flush()
+                    out.write(event.text)
                 else:
                     final = event
         except KeyboardInterrupt:
             handle.abort()
             raise
+        out.write("", final=True)
     finally:
         backend.close()
     assert final is not None
     if final.reason == "error":
         raise EngineError(final.error or "generation failed")
     sys.stdout.write("\n")
-    if not final.text.strip():  # never pass an empty reply off as an answer
+    if not (out.content if out.splitter else final.text).strip():  # never pass it off as one
         sys.stderr.write(
             f"ember: empty reply: the model wrote no text ({final.stats.generated_tokens} "
             f"tokens, finish: {final.reason}); run it again, or change --seed or --temperature\n"
@@ -188,6 +221,8 @@ def run(args: argparse.Namespace) -> int:
         stats = final.stats
         record: dict[str, Any] = {
             "text": final.text,
+            "content": out.content,
+            "reasoning": out.reasoning,
             "finish_reason": final.reason,
             "token_ids": list(final.token_ids),
             "runner": stats.runner,

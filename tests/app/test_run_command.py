@@ -11,6 +11,7 @@ from ember.app.commands.run import JSON_FIELDS
 
 FIELDS = {"text", "finish_reason", "token_ids", "runner", "device", *JSON_FIELDS}
 FIELDS |= {"kv_cache", "kv_element", "kv_cache_bytes"}  # the KV cache (--kv-cache) and its bytes
+FIELDS |= {"content", "reasoning"}  # the reply split: its answer and its reasoning apart
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -35,3 +35,24 @@ def test_run_remote_error_is_one_line() -> None:
         out = _run("e500", "Say hello", "--remote", server.url)
     assert out.returncode != 0
     assert len(out.stderr.strip().splitlines()) == 1 and "500" in out.stderr
+
+
+def test_run_writes_reasoning_to_stderr_and_the_answer_to_stdout() -> None:
+    """A reply's <think> part (split as it streams, tags cut across chunks) is not the answer:
+    stdout carries the answer alone, stderr the reasoning; --json has both apart."""
+    with serve(api_key="k") as server:
+        plain = _run("think", "Capital of France?", "--remote", server.url)
+        as_json = _run("think", "Capital of France?", "--remote", server.url, "--json")
+    assert plain.returncode == 0, plain.stderr
+    assert plain.stdout == "Paris.\n"
+    assert "The capital is Paris." in plain.stderr and "<think>" not in plain.stderr
+    record = json.loads(as_json.stdout.strip().splitlines()[-1])
+    assert record["content"] == "Paris." and record["reasoning"] == "The capital is Paris."
+    assert record["text"] == "<think>The capital is Paris.</think>Paris."  # as the model wrote it
+
+
+def test_run_raw_prompt_is_written_as_the_model_wrote_it() -> None:
+    with serve(api_key="k") as server:
+        out = _run("think", "Capital of France?", "--remote", server.url, "--raw")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "<think>The capital is Paris.</think>Paris.\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 
@@ -34,7 +35,10 @@ SCHEMA = {
 }
 
 
+@functools.cache
 def _reply(model: ModelFiles, runner: str, draft: str = "none") -> Finished:
+    """The constrained greedy reply (deterministic: computed once per module run, so the plain
+    torch reply serves both its own check and the drafted comparison)."""
     options = EngineOptions(
         model=model.name, runner=runner, threads=2, ctx=512, draft=draft, prefix_disk_bytes=0
     )

@@ -6,6 +6,7 @@ app under uvicorn, a real EngineThread over the fake runner (a byte-level tokeni
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -75,3 +76,33 @@ def test_the_anthropic_route_refuses_in_its_own_shape(server: str) -> None:
     assert reply.json()["error"]["message"].startswith("prompt is too long: ")
     near = {"max_tokens": 64, "messages": [{"role": "user", "content": "a" * 990}]}
     assert _post(url, near).status_code == 200  # max_tokens is bounded by the cap, not the rest
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/api/chat", {"messages": [{"role": "user", "content": "b" + LONG}]}),
+        ("/api/generate", {"prompt": "b" + LONG}),
+        ("/api/generate", {"prompt": "b" + LONG, "raw": True}),
+    ],
+)
+def test_the_ollama_routes_keep_the_end_of_one_long_message(
+    server: str, path: str, body: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """No older message to drop: the start of the latest goes, as Ollama's runner keeps a
+    prompt's last tokens, so the reply comes at once instead of after a prefill past the
+    context (issue 25: a private-use message held the engine for minutes)."""
+    fields = {"stream": False, "options": {"num_predict": 4}}
+    with caplog.at_level(logging.WARNING):
+        reply = _post(f"{server}{path}", body | fields)
+    assert reply.status_code == 200, reply.text
+    assert CTX - 16 <= reply.json()["prompt_eval_count"] < CTX  # cut to fit, not to nothing
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert "truncating input prompt" in said and "the first " in said
+
+
+def test_a_system_prompt_past_the_context_is_a_400_on_the_ollama_routes(server: str) -> None:
+    turns = [{"role": "system", "content": LONG}, {"role": "user", "content": "hi"}]
+    reply = _post(f"{server}/api/chat", {"messages": turns, "stream": False})
+    assert reply.status_code == 400
+    assert reply.json()["error"].startswith("messages: the system prompt alone needs")

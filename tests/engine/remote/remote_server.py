@@ -9,6 +9,8 @@ The `model` field picks the behaviour:
   malformed  streams "Hello" then a chunk that is not JSON
   midstream  streams "Hello" then an error object
   e500       answers 500
+  think      streams "<think>The capital is Paris.</think>Paris." (reasoning in the content, as
+             a server without a reasoning parser sends it)
 any other model answers 404. With `api_key` set, a wrong or missing bearer token gets 401.
 """
 
@@ -22,8 +24,9 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-MODELS = ("ok", "long", "nodone", "stall", "drop", "malformed", "midstream", "e500")
+MODELS = ("ok", "long", "nodone", "stall", "drop", "malformed", "midstream", "e500", "think")
 PIECES = ("Hello", ", ", "world", "!")
+THINK_PIECES = ("<thi", "nk>The capital", " is Paris.</th", "ink>", "Paris", ".")
 
 
 class RemoteTestServer(ThreadingHTTPServer):
@@ -130,7 +133,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._chunk(self._piece(", ", chat))
             self.connection.shutdown(socket.SHUT_RDWR)
             return
-        for piece in PIECES:
+        for piece in THINK_PIECES if model == "think" else PIECES:
             self._chunk(self._piece(piece, chat))
         self._chunk(self._piece("", chat, "length" if model == "long" else "stop"))
         usage = {"prompt_tokens": 7, "completion_tokens": 4, "total_tokens": 11}

@@ -90,21 +90,54 @@ def test_phi3_long_context_uses_the_long_factors(tiny_models: Any) -> None:
     assert not np.allclose(short_factors.numpy(), long_factors.numpy())
 
 
-@pytest.mark.parametrize("qtype", ["F16", "Q8_0", "Q4_0", "Q4_K_M", "Q6_K"])
-@pytest.mark.parametrize("arch", FAMILY_ARCHS)
-def test_agrees_with_llamacpp(tiny_models: Any, arch: str, qtype: str) -> None:
-    """Greedy next-token top-1 and top-5 against llama.cpp on the same file, prefill and decode,
-    with the runner's defaults (native kernels and the one-call decode step where they build)."""
+QTYPES = ["F16", "Q8_0", "Q4_0", "Q4_K_M", "Q6_K"]
+# llama, qwen2 and qwen3's tiny models have near ties llama.cpp's rounding breaks the other way
+# (measured top-1 0.938-1.0, top-5 >= 0.97; every miss within 0.25 of llama.cpp's best logit,
+# rows spanning ~52): their floor is lower, and each miss must be such a tie
+OLDER_ARCHS, OLDER_TOP1, NEAR_TIE = ("llama", "qwen2", "qwen3"), 0.93, 0.5
+
+
+def against_llamacpp(tiny_models: Any, arch: str, qtype: str) -> list[tuple[float, float, float]]:
+    """(top-1, top-5 overlap, worst miss in logits) of prefill and of decode against llama.cpp
+    on the same file, with the runner's defaults (native kernels and the one-call decode step
+    where they build); printed, as the README's families table quotes them."""
     path = tiny_models.gguf(arch, qtype)
     ids = _ids(64, seed=3)
     expected = llama_logits(path, ids)  # a 256-token context (llama.cpp pads to 256)
     runner = TorchRunner.load(path, TorchOptions(device="cpu"))
-    for got, ref in (
-        (prefill_logits(runner, ids, num_blocks=SHORT_BLOCKS), expected),
-        (decode_logits(runner, ids, prefill=32, num_blocks=SHORT_BLOCKS), expected[31:]),
+    out = []
+    for phase, got, ref in (
+        ("prefill", prefill_logits(runner, ids, num_blocks=SHORT_BLOCKS), expected),
+        ("decode", decode_logits(runner, ids, prefill=32, num_blocks=SHORT_BLOCKS), expected[31:]),
     ):
         top1, top5 = agreement(got, ref)
+        worst = float((ref.max(-1) - ref[np.arange(len(got)), got.argmax(-1)]).max())
+        print(
+            f"{arch} {qtype} {phase} vs llama.cpp: top-1 {top1:.3f} top-5 {top5:.3f} worst miss {worst:.3f}"
+        )
+        out.append((top1, top5, worst))
+    return out
+
+
+@pytest.mark.parametrize("qtype", QTYPES)
+@pytest.mark.parametrize("arch", FAMILY_ARCHS)
+def test_agrees_with_llamacpp(tiny_models: Any, arch: str, qtype: str) -> None:
+    """Greedy next-token top-1 and top-5 against llama.cpp on the same file."""
+    for top1, top5, _ in against_llamacpp(tiny_models, arch, qtype):
         assert top1 >= TOP1 and top5 >= TOP5, (arch, qtype, top1, top5)
+
+
+@pytest.mark.parametrize("qtype", QTYPES)
+@pytest.mark.parametrize("arch", OLDER_ARCHS)
+def test_older_dense_families_agree_with_llamacpp(tiny_models: Any, arch: str, qtype: str) -> None:
+    for top1, top5, worst in against_llamacpp(tiny_models, arch, qtype):
+        assert top1 >= OLDER_TOP1 and top5 >= TOP5 and worst <= NEAR_TIE, (
+            arch,
+            qtype,
+            top1,
+            top5,
+            worst,
+        )
 
 
 def test_phi3_long_context_agrees_with_llamacpp(tiny_models: Any) -> None:

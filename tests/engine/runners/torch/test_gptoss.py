@@ -125,6 +125,7 @@ def test_agrees_with_llamacpp(tiny_gptoss: Any, qtype: str) -> None:
         (decode_logits(runner, ids, prefill=32), expected[31:]),
     ):
         top1, top5 = _agreement(got, ref)
+        print(f"gpt-oss {qtype} vs llama.cpp: top-1 {top1:.3f} top-5 {top5:.3f}")
         assert top1 >= TOP1 and top5 >= TOP5, (qtype, top1, top5)
         assert _worst_miss(got, ref) <= MARGIN, (qtype, _worst_miss(got, ref))
 

@@ -81,6 +81,7 @@ def test_tiny_moe_agrees_with_llamacpp(tiny_models: Any, qtype: str) -> None:
         (decode_logits(runner, ids, prefill=32), expected[31:]),
     ):
         top1, top5 = _agreement(got, ref)
+        print(f"qwen3moe {qtype} vs llama.cpp: top-1 {top1:.3f} top-5 {top5:.3f}")
         assert top1 >= TOP1 and top5 >= TOP5, (qtype, top1, top5)
 
 
