@@ -1,7 +1,16 @@
-"""The torch runner and raw llama-cpp-python in one process, in alternating bursts: paired ratios.
+"""One of Ember's paths and raw llama-cpp-python in one process, in alternating bursts: paired ratios.
 
 Usage: python benchmarks/bench_paired.py [GGUF] [--threads N] [--rounds R] [--burst B]
-       [--prompt-tokens P] [--json]
+       [--prompt-tokens P] [--ours torch|llama.cpp|engine] [--engine-runner R]
+       [--sampling greedy|defaults] [--clock wall|cpu] [--json]
+
+`--ours` picks Ember's side: `torch` (default) and `llama.cpp` drive that runner through the
+Runner contract (forward + argmax); `engine` is Ember's whole engine on `--engine-runner`
+(llama.cpp by default): every decode step is `Engine.step()` (schedule, forward, sample with
+`--sampling`: greedy, or the settings' defaults (temperature, top-k/p, min-p) seeded, then stop
+rules, detokenizing and events), as `ember run` spends it. The raw side is always greedy.
+`--clock cpu --threads 1` times this thread's CPU time instead of wall time: on a busy machine
+the sides' Python work per token is then compared without the time slices other programs take.
 
 `ember bench` and bench_peers.py start a fresh process per run, which counts cold starts but
 leaves each run to whatever the machine was doing in its seconds; on a shared machine their
@@ -30,6 +39,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 BLOCK = 16  # the torch runner's KV block size here
+CLOCKS = {"wall": time.perf_counter, "cpu": time.thread_time}
+_clock = [time.perf_counter]
+
+
+def clock() -> float:
+    """--clock wall (default) or cpu: this thread's CPU time, which a busy machine's time
+    slices do not inflate (with --threads 1 every engine computes on this thread)."""
+    return _clock[0]()
 
 
 @dataclass
@@ -37,9 +54,9 @@ class Paired:
     """One metric: both engines' median tok/s and the median of the per-round ratios."""
 
     metric: str
-    torch_tok_s: float
+    ours_tok_s: float  # Ember's side (--ours)
     llama_tok_s: float
-    ratio: float  # median over rounds of torch / llama.cpp
+    ratio: float  # median over rounds of ours / llama.cpp
     ratios: list[float]
 
 
@@ -59,10 +76,10 @@ class TorchSide:
         from ember.engine.runners.base import ForwardBatch, SeqStep
 
         self.runner.init_kv(self.blocks, BLOCK)
-        t = time.perf_counter()
+        t = clock()
         step = SeqStep(0, ids, list(range(len(ids))), 0, self.table)
         self.logits = self.runner.forward(ForwardBatch([step]))[0]
-        seconds = time.perf_counter() - t
+        seconds = clock() - t
         self.pos = len(ids)
         return len(ids) / seconds
 
@@ -70,13 +87,13 @@ class TorchSide:
         from ember.engine.runners.base import ForwardBatch, SeqStep
 
         assert self.logits is not None
-        t = time.perf_counter()
+        t = clock()
         for _ in range(n):
             tok = int(self.logits[-1].argmax())
             step = SeqStep(0, [tok], [self.pos], self.pos, self.table)
             self.logits = self.runner.forward(ForwardBatch([step]))[0]
             self.pos += 1
-        return n / (time.perf_counter() - t)
+        return n / (clock() - t)
 
 
 class LlamaSide:
@@ -97,20 +114,20 @@ class LlamaSide:
 
     def prefill(self, ids: list[int]) -> float:
         self.llm.reset()  # the next eval starts at position 0 and drops the cells after it
-        t = time.perf_counter()
+        t = clock()
         self.llm.eval(ids)
-        return len(ids) / (time.perf_counter() - t)
+        return len(ids) / (clock() - t)
 
     def decode(self, n: int) -> float:
         import llama_cpp
         import numpy as np
 
         vocab = self.llm.n_vocab()
-        t = time.perf_counter()
+        t = clock()
         for _ in range(n):
             ptr = llama_cpp.llama_get_logits_ith(self.llm._ctx.ctx, -1)
             self.llm.eval([int(np.argmax(np.ctypeslib.as_array(ptr, shape=(vocab,))))])
-        return n / (time.perf_counter() - t)
+        return n / (clock() - t)
 
 
 def paired(metric: str, ours: list[float], theirs: list[float]) -> Paired:
@@ -124,7 +141,57 @@ def paired(metric: str, ours: list[float], theirs: list[float]) -> Paired:
     )
 
 
-Side = TorchSide | LlamaSide
+class EngineSide:
+    """Ember's whole engine on one runner; a decode step is one Engine.step()."""
+
+    def __init__(self, path: Path, runner: str, threads: int, capacity: int, sampling: str) -> None:
+        from ember.engine.api import EngineOptions, ModelFiles
+        from ember.engine.engine import Engine
+
+        options = EngineOptions(
+            model=path.stem, runner=runner, device="cpu", threads=threads, ctx=capacity + 64,
+            window=0, draft="none", prefix_cache=False,
+        )  # fmt: skip
+        self.engine = Engine.load(options, ModelFiles(path.stem, path, "gguf", "0" * 64))
+        self.sampling = sampling
+        self.request_id = 0
+
+    def _params(self, max_tokens: int) -> Any:
+        from ember.app.options import sampling_params
+        from ember.engine.api import SamplingParams
+
+        if self.sampling == "greedy":
+            return SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
+        from dataclasses import replace
+
+        from ember.app.config import Settings
+
+        defaults = sampling_params(Settings(), {}, seed=1)  # the settings file's defaults
+        return replace(defaults, max_tokens=max_tokens, ignore_eos=True)
+
+    def prefill(self, ids: list[int]) -> float:
+        from ember.engine.api import GenerationRequest
+
+        self.engine.abort(self.request_id)
+        self.request_id += 1
+        request = GenerationRequest(
+            prompt_ids=tuple(ids), sampling=self._params(1 << 20), request_id=self.request_id
+        )
+        t = clock()
+        self.engine.add_request(request, lambda event: None)
+        (state,) = self.engine._states.values()
+        while state.num_sampled == 0:
+            self.engine.step()
+        return len(ids) / (clock() - t)
+
+    def decode(self, n: int) -> float:
+        t = clock()
+        for _ in range(n):
+            self.engine.step()
+        return n / (clock() - t)
+
+
+Side = TorchSide | LlamaSide | EngineSide
 
 
 def take_turns(
@@ -139,18 +206,43 @@ def take_turns(
     return out
 
 
-def run_paired(path: Path, threads: int, rounds: int, burst: int, prompt: int) -> list[Paired]:
+def ours_side(
+    path: Path, ours: str, threads: int, capacity: int, engine_runner: str, sampling: str
+) -> Side:
+    """Ember's side of the pair (--ours)."""
+    if ours == "torch":
+        return TorchSide(path, threads, capacity)
+    if ours == "llama.cpp":
+        from ember.engine.runners.llamacpp.runner import LlamaCppRunner
+
+        side = TorchSide.__new__(TorchSide)  # TorchSide's prefill/decode over another runner
+        side.runner = LlamaCppRunner.load(path, threads=threads, max_sequences=4)
+        side.blocks, side.pos, side.logits = capacity // BLOCK + 2, 0, None
+        side.table = list(range(side.blocks))
+        return side
+    return EngineSide(path, engine_runner, threads, capacity, sampling)
+
+
+def run_paired(
+    path: Path,
+    threads: int,
+    rounds: int,
+    burst: int,
+    prompt: int,
+    ours: str = "torch",
+    engine_runner: str = "llama.cpp",
+    sampling: str = "greedy",
+) -> list[Paired]:
     """rounds x (prefill each, then burst decode steps each), the first engine alternating."""
     from ember.engine.runners.torch.bench_child import prompt_ids
 
     # every round's prefill restarts the cache; the decode bursts then grow it round by round
     capacity = prompt + rounds * burst + 1
-    torch_side = TorchSide(path, threads, capacity)
     sides: dict[str, Side] = {
-        "torch": torch_side,
+        "ours": ours_side(path, ours, threads, capacity, engine_runner, sampling),
         "llama": LlamaSide(path, threads, capacity, prompt),
     }
-    ids = prompt_ids(torch_side.runner.info.vocab_size, prompt)
+    ids = prompt_ids(sides["llama"].llm.n_vocab(), prompt)  # type: ignore[union-attr]
     for side in sides.values():
         side.prefill(ids)  # warm both (first-call setup)
     pre = take_turns(sides, rounds, lambda side: side.prefill(ids))
@@ -158,19 +250,19 @@ def run_paired(path: Path, threads: int, rounds: int, burst: int, prompt: int) -
         side.prefill(ids)  # both caches hold the prompt again
     dec = take_turns(sides, rounds, lambda side: side.decode(burst))
     return [
-        paired(f"prefill tok/s ({prompt} tokens)", pre["torch"], pre["llama"]),
-        paired(f"decode tok/s (bursts of {burst})", dec["torch"], dec["llama"]),
+        paired(f"prefill tok/s ({prompt} tokens)", pre["ours"], pre["llama"]),
+        paired(f"decode tok/s (bursts of {burst})", dec["ours"], dec["llama"]),
     ]
 
 
-def format_table(rows: list[Paired], threads: int, rounds: int) -> str:
+def format_table(rows: list[Paired], threads: int, rounds: int, ours: str = "torch") -> str:
     lines = [
-        f"{threads} threads, {rounds} rounds; ratio = median of per-round torch / llama.cpp",
-        f"{'metric':<34}{'torch':>10}{'llama.cpp':>11}{'ratio':>8}   per-round range",
+        f"{threads} threads, {rounds} rounds; ratio = median of per-round {ours} / llama.cpp",
+        f"{'metric':<34}{'ember':>10}{'llama.cpp':>11}{'ratio':>8}   per-round range",
     ]
     for p in rows:
         lines.append(
-            f"{p.metric:<34}{p.torch_tok_s:>10.1f}{p.llama_tok_s:>11.1f}{p.ratio:>7.2f}x"
+            f"{p.metric:<34}{p.ours_tok_s:>10.1f}{p.llama_tok_s:>11.1f}{p.ratio:>7.2f}x"
             f"   {min(p.ratios):.2f}-{max(p.ratios):.2f}x"
         )
     return "\n".join(lines)
@@ -185,8 +277,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--burst", type=int, default=32, help="decode steps per engine per round")
     ap.add_argument("--prompt-tokens", type=int, default=512)
+    ap.add_argument("--ours", choices=("torch", "llama.cpp", "engine"), default="torch")
+    ap.add_argument("--engine-runner", choices=("llama.cpp", "torch"), default="llama.cpp")
+    ap.add_argument("--sampling", choices=("greedy", "defaults"), default="greedy")
+    ap.add_argument("--clock", choices=tuple(CLOCKS), default="wall")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
+    if args.clock == "cpu" and args.threads != 1:
+        ap.error("--clock cpu: needs --threads 1 (other threads' CPU time is not counted)")
+    _clock[0] = CLOCKS[args.clock]
     for flag, value in (
         ("--threads", args.threads),
         ("--rounds", args.rounds),
@@ -199,12 +298,17 @@ def main(argv: list[str] | None = None) -> None:
     path = Path(args.gguf) if args.gguf else starter_path(root / "tests" / ".cache" / "models")
     if not path.is_file():
         ap.error(f"{path}: no such GGUF file")
-    rows = run_paired(path, args.threads, args.rounds, args.burst, args.prompt_tokens)
+    rows = run_paired(
+        path, args.threads, args.rounds, args.burst, args.prompt_tokens, args.ours,
+        args.engine_runner, args.sampling,
+    )  # fmt: skip
+    ours = args.ours if args.ours != "engine" else f"engine ({args.engine_runner}, {args.sampling})"
     if args.json:
-        out: dict[str, Any] = {"threads": args.threads, "rounds": args.rounds, "model": str(path)}
-        print(json.dumps({**out, "rows": [asdict(p) for p in rows]}))
+        out: dict[str, Any] = {"threads": args.threads, "rounds": args.rounds, "model": str(path),
+                               "clock": args.clock}  # fmt: skip
+        print(json.dumps({**out, "ours": ours, "rows": [asdict(p) for p in rows]}))
     else:
-        print(format_table(rows, args.threads, args.rounds))
+        print(f"clock: {args.clock}; " + format_table(rows, args.threads, args.rounds, ours))
 
 
 if __name__ == "__main__":

@@ -298,7 +298,8 @@ class Engine:
         apply_kv_work(self.runner, out)
         if not out.scheduled:
             return
-        batch = ForwardBatch([self._seq_step(item) for item in out.scheduled])
+        # the rows are sampled within this step: the runner may lend them (ForwardBatch)
+        batch = ForwardBatch([self._seq_step(item) for item in out.scheduled], borrow_logits=True)
         try:
             logits = self.runner.forward(batch)
         except Exception as exc:  # a runner failure ends the scheduled requests, not the engine

@@ -36,6 +36,9 @@ class ForwardBatch:
     """Several sequences in one forward (continuous batching)."""
 
     steps: list[SeqStep] = field(default_factory=list)
+    # the caller reads the logits before it calls the runner again: a runner may hand out
+    # read-only views of its own buffers instead of copies (llama.cpp: a 262k-entry row a token)
+    borrow_logits: bool = False
 
     @property
     def num_tokens(self) -> int:

@@ -53,7 +53,7 @@ class _Greedy:
     def _forward(self, ids: list[int]) -> int:
         step = SeqStep(SEQ_ID, ids, list(range(self.pos, self.pos + len(ids))), self.pos,
                        self.table)  # fmt: skip
-        logits = self.runner.forward(ForwardBatch([step]))[0]
+        logits = self.runner.forward(ForwardBatch([step], borrow_logits=True))[0]
         self.pos += len(ids)
         return int(logits[-1].argmax())
 

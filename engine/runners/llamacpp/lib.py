@@ -160,6 +160,7 @@ class TokenBatch:
         self.seq = np.zeros(capacity, dtype=np.int32)  # one seq id per token
         self.seq_ptr = (self.seq.ctypes.data + 4 * np.arange(capacity)).astype(np.uintp)
         self.logits = np.zeros(capacity, dtype=np.int8)
+        self.num_logits = 0  # rows of logits the batch asks for (the 1s in self.logits)
         i32p = ctypes.POINTER(ctypes.c_int32)
         self.batch = llama.llama_batch(
             n_tokens=0,
@@ -173,7 +174,7 @@ class TokenBatch:
         self.size = 0
 
     def clear(self) -> None:
-        self.size = 0
+        self.size = self.num_logits = 0
 
     def add(self, seq: int, token_ids: list[int], positions: list[int], num_logits: int) -> None:
         """Append one sequence's tokens; the last num_logits of them produce logits."""
@@ -185,18 +186,32 @@ class TokenBatch:
         if num_logits:
             self.logits[end - num_logits : end] = 1
         self.size = end
+        self.num_logits += min(num_logits, len(token_ids))
+
+
+_VIEWS: dict[tuple[int, int, int], np.ndarray] = {}  # (address, rows, vocab) -> read-only view
 
 
 def decode(ctx: Any, batch: TokenBatch, n_vocab: int) -> np.ndarray:
-    """llama_decode the batch; float32 logits (num_output_rows, n_vocab), rows in batch order."""
+    """llama_decode the batch; float32 logits (num_output_rows, n_vocab), rows in batch order:
+    a read-only view of the context's logits buffer, valid until its next decode."""
     llama = lib()
     batch.batch.n_tokens = batch.size
     code = llama.llama_decode(ctx, batch.batch)
     if code != 0:
         reason = {1: "no free KV cells for the batch", 2: "aborted", -1: "invalid batch"}
         raise EngineError(f"llama_decode failed ({code}: {reason.get(code, 'fatal error')})")
-    num_rows = int(batch.logits[: batch.size].sum())
+    num_rows = batch.num_logits
     if not num_rows:
         return np.zeros((0, n_vocab), dtype=np.float32)
     ptr = llama.llama_get_logits(ctx)
-    return np.ctypeslib.as_array(ptr, shape=(num_rows, n_vocab))
+    # one view per buffer address and shape: the buffer stays put from one decode to the next,
+    # and a view is only handed out for the address llama.cpp reports now
+    key = (ctypes.cast(ptr, ctypes.c_void_p).value or 0, num_rows, n_vocab)
+    view = _VIEWS.get(key)
+    if view is None:
+        if len(_VIEWS) >= 256:
+            _VIEWS.clear()
+        view = _VIEWS[key] = np.ctypeslib.as_array(ptr, shape=(num_rows, n_vocab))
+        view.flags.writeable = False
+    return view

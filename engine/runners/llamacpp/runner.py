@@ -200,9 +200,15 @@ class LlamaCppRunner:
             lib().llama_set_n_threads(self._ctx, threads, threads)
 
     def forward(self, batch: ForwardBatch) -> list[np.ndarray]:
-        """Per step, float32 logits (num_logits, vocab_size) of its last num_logits tokens."""
+        """Per step, float32 logits (num_logits, vocab_size) of its last num_logits tokens.
+
+        batch.borrow_logits and one llama_decode (every decode step): read-only views of
+        llama.cpp's own logits buffer, valid until this runner's next call. Copying a
+        262k-vocabulary row cost more per token than the rest of the engine's step."""
         self.governor.tick()
         planned = [self.block_map.plan(step) for step in batch.steps]
+        if batch.borrow_logits and self._fits_one_decode(planned):
+            return self._lend(planned)
         vocab = self.info.vocab_size
         outputs = [np.empty((p.num_logits, vocab), dtype=np.float32) for p in planned]
         rows: list[tuple[int, int]] = []  # (step, row) of each logits row in the llama batch
@@ -210,6 +216,25 @@ class LlamaCppRunner:
         for index, step in enumerate(planned):
             self._add_step(index, step, outputs, rows)
         self._flush(outputs, rows)
+        return outputs
+
+    def _fits_one_decode(self, planned: list[PlannedStep]) -> bool:
+        tokens = sum(len(step.token_ids) for step in planned)
+        return tokens <= self._batch.capacity and all(
+            0 < step.num_logits <= len(step.token_ids) for step in planned
+        )
+
+    def _lend(self, planned: list[PlannedStep]) -> list[np.ndarray]:
+        """One llama_decode; each step's rows as a read-only view of the logits it wrote."""
+        batch = self._batch
+        batch.clear()
+        for step in planned:
+            batch.add(step.llama_seq, step.token_ids, step.positions, step.num_logits)
+        logits = decode(self._ctx, batch, self.info.vocab_size)
+        outputs, row = [], 0
+        for step in planned:
+            outputs.append(logits[row : row + step.num_logits])
+            row += step.num_logits
         return outputs
 
     def _add_step(

@@ -204,3 +204,27 @@ def test_a_corrupt_snapshot_is_refused(fresh: LlamaCppRunner, raw: Any) -> None:
         fresh.write_blocks([5], data[:-100])
     with pytest.raises(EngineError):
         fresh.write_blocks([5, 6], data)
+
+
+def test_borrowed_logits_are_the_copied_ones_read_only_until_the_next_call(
+    fresh: LlamaCppRunner, raw: Any
+) -> None:
+    """ForwardBatch(borrow_logits=True): the same rows as a plain forward, lent from llama.cpp's
+    buffer (read-only, overwritten by the next call); a plain forward's rows stay the caller's."""
+    a = raw.tokenize(b"One, two, three,", add_bos=True)
+    b = raw.tokenize(b"Paris is the capital of", add_bos=True)
+
+    def steps(seq: int, tokens: list[int], table: list[int]) -> SeqStep:
+        return SeqStep(seq, tokens, list(range(len(tokens))), 0, table, 2)
+
+    copied = fresh.forward(ForwardBatch([steps(1, a, [0]), steps(2, b, [1])]))
+    fresh.init_kv(64, BS)
+    lent = fresh.forward(ForwardBatch([steps(1, a, [0]), steps(2, b, [1])], borrow_logits=True))
+    assert [x.shape for x in lent] == [(2, 262144), (2, 262144)]
+    for mine, borrowed in zip(copied, lent, strict=True):
+        np.testing.assert_array_equal(mine, borrowed)
+        assert mine.flags.writeable and not borrowed.flags.writeable
+    kept = [x.copy() for x in lent]
+    fresh.forward(ForwardBatch([SeqStep(1, [a[0]], [len(a)], len(a), [0], 1)]))
+    assert not np.array_equal(lent[0][0], kept[0][0])  # lent: the next call wrote over it
+    np.testing.assert_array_equal(copied[0], kept[0])  # copied: still the caller's
