@@ -1,6 +1,6 @@
 """Prompts that cannot fit, against a real `ember serve --ctx 1024` on the starter (issue 25):
 a message of 20,000 private-use characters (about 58,000 tokens: each is three byte tokens) is
-refused at once by the OpenAI and Anthropic routes, saying how many tokens it needs and what
+refused at once by the OpenAI (chat, Responses) and Anthropic routes, saying how many tokens it needs and what
 the context holds, and answered by Ollama's /api/chat after the start of the message is cut
 (as Ollama keeps a prompt's end), all in bounded time; the next plain chat still answers and
 /health stays true. (Before: an 18.7k-token prefill held the engine, and every chat behind
@@ -54,6 +54,9 @@ def test_a_private_use_message_is_refused_in_its_api_shape(server: str) -> None:
     error = reply.json()["error"]
     assert error["type"] == "exceed_context_size_error" and error["n_ctx"] == CTX
     assert error["n_prompt_tokens"] > 3 * len(PRIVATE) // 2
+    reply, seconds = _timed(server, "/v1/responses", {"input": PRIVATE, "store": False})
+    assert reply.status_code == 400 and seconds < BOUND_S
+    assert reply.json()["error"]["type"] == "exceed_context_size_error"
     reply, seconds = _timed(server, "/v1/messages", {"max_tokens": 8, "messages": message})
     assert reply.status_code == 400 and seconds < BOUND_S
     assert reply.json()["error"]["message"].startswith("prompt is too long: ")

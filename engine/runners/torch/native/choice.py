@@ -11,11 +11,14 @@ Two choices, per weight shape (GGML type, columns) and thread count:
 
 Each path is timed on a slice of the real weight (at most SLICE_ROWS rows) at two batch sizes
 and fitted as seconds per weight row = fixed + per_token * rows of x (decoding or dequantizing
-once, then multiplying); a fused linear costs its parts' rows times their fits. A time is the
-best of runs repeated for BUDGET_S (MIN_REPEATS..MAX_REPEATS): on a busy machine a descheduled
-thread stalls a parallel product by whole time slices, often for several runs in a row. A best
-time no second run came near (within AGREE) is a lucky or a stalled one: such fits serve this
-process but are not cached, so the next process measures again.
+once, then multiplying); a fused linear costs its parts' rows times their fits. Times are the
+process's CPU time (all its threads), not wall time: on a busy machine a descheduled thread
+stalls a parallel product by whole time slices, often for several runs in a row, and wall time
+then measured the machine's other work (a shared 2-core machine at load 11 cached the tiled
+matmul as 2.3x slower per token than the one-row dots on the 1.2B model's 8192-column rows,
+where it is 2.3x faster). A time is the best of runs repeated for BUDGET_S
+(MIN_REPEATS..MAX_REPEATS); a best time no second run came near (within AGREE) is a lucky or a
+stalled one: such fits serve this process but are not cached, so the next process measures again.
 Fits are cached in a JSON file beside the compiled kernels (under Ember's cache dir), keyed by
 the CPU model, the ISA build, the thread count, the type and the columns; a new key is measured
 on first use, in tens of milliseconds, and never again on this machine.
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import tempfile
 import time
@@ -41,13 +45,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-VERSION = 1
+VERSION = 2  # 2: CPU time (1 was wall time)
 SLICE_ROWS = 256  # weight rows a measurement multiplies (per-row costs are what is fitted)
 MIN_REPEATS, MAX_REPEATS = 3, 20  # runs per time, within BUDGET_S
 BUDGET_S = 0.1
 AGREE = 1.25
 SIZES = {"dots": (4, 16), "gemm": (16, 128), "dense": (64, 256)}  # activation rows timed
-MAX_GEMM_ROWS = 64  # the native step's largest batch (runner.NATIVE_MAX_TOKENS)
 FOREVER = 1 << 30
 
 Clock = Callable[[], float]
@@ -82,7 +85,7 @@ class KernelChoice:
         machine: str,
         run: Run,
         threads: Callable[[], int],
-        clock: Clock = time.perf_counter,
+        clock: Clock = time.process_time,
     ) -> None:
         self.path, self.machine, self.run, self.threads, self.clock = (
             path,
@@ -120,15 +123,33 @@ class KernelChoice:
 
     def gemm_min_rows(self, descs: list[S.EmLinear]) -> int:
         """From how many activation rows the tiled matmul beats the one-row dots over these
-        linears (a model's layers), FOREVER where it never does below MAX_GEMM_ROWS."""
+        linears (a model's layers), FOREVER where it never does. Both costs are lines in the
+        rows (sums of fits), so they cross once: the value serves the native step's few rows
+        and prompt-sized batches (QLinear's native path) alike."""
         memo = (self.threads(), len(descs))
         if memo not in self._crossover:
-            rows = FOREVER
-            for m in range(1, MAX_GEMM_ROWS + 1):
-                gemm = sum(self.cost(d, "gemm", m) for d in descs)
-                if gemm <= sum(self.cost(d, "dots", m) for d in descs):
-                    rows = m
-                    break
+            lines = {
+                path: (
+                    sum(self.cost(d, path, 0) for d in descs),
+                    sum(self.cost(d, path, 1) - self.cost(d, path, 0) for d in descs),
+                )
+                for path in ("gemm", "dots")
+            }
+            (g0, g1), (d0, d1) = lines["gemm"], lines["dots"]
+
+            def tiled_wins(m: int) -> bool:
+                return g0 + g1 * m <= d0 + d1 * m
+
+            if tiled_wins(1):
+                rows = 1
+            elif g1 >= d1:
+                rows = FOREVER  # dearer at one row and per row
+            else:  # the first m where the lines cross (rounding checked both ways)
+                rows = min(FOREVER, max(2, math.ceil((g0 - d0) / (d1 - g1))))
+                while rows > 2 and tiled_wins(rows - 1):
+                    rows -= 1
+                while rows < FOREVER and not tiled_wins(rows):
+                    rows += 1
             self._crossover[memo] = rows
         return self._crossover[memo]
 

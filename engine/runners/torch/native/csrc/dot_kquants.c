@@ -146,11 +146,11 @@ float em_dot_q6_k(const uint8_t *w, const em_act *a, int32_t m) {
         const int8_t *sc = (const int8_t *)(p + 192), *xb = x + 256 * b;
         const int16_t *bsb = bs + 16 * b;
         const float d = f16(p + 208) * dx[b];
-        int sub = 0;
-        for (int g = 0; g < 16; g++) sub += sc[g] * bsb[g];
-        corr += d * (float)(32 * sub); /* the codes are stored + 32 */
 #ifdef EM_AVX2
         const __m128i sc8 = _mm_loadu_si128((const __m128i *)sc);
+        corr += d * (float)(32 * em_q6_corr(sc8, bsb)); /* the codes are stored + 32 */
+        __m256i table[2];
+        em_q6_scale_table(sc8, table);
         __m256i sumi = _mm256_setzero_si256();
         for (int n = 0; n < 2; n++) {
             __m256i l0 = em_load32(ql + 64 * n), l1 = em_load32(ql + 64 * n + 32);
@@ -164,10 +164,16 @@ float em_dot_q6_k(const uint8_t *w, const em_act *a, int32_t m) {
                 __m256i hs = _mm256_and_si256(_mm256_srli_epi16(h, 2 * s), two);
                 __m256i qs = _mm256_or_si256(q[s], _mm256_slli_epi16(hs, 4));
                 __m256i pr = em_dot_u8_pairs(qs, em_load32(xb + 128 * n + 32 * s));
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(pr, em_q6_scale(sc8, 4 * n + s)));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(pr, em_q6_scale(table, 4 * n + s)));
             }
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+#else
+        int sub = 0;
+        for (int g = 0; g < 16; g++) sub += sc[g] * bsb[g];
+        corr += d * (float)(32 * sub); /* the codes are stored + 32 */
+#endif
+#ifdef EM_AVX2
 #elif defined(EM_NEON)
         int sumi = 0;
         const uint8x16_t m4 = vdupq_n_u8(0x0f), three = vdupq_n_u8(3);

@@ -138,6 +138,8 @@ static void dot4_q6_k(const uint8_t *w, const em_act *a, int32_t m0, float *out)
         const uint8_t *p = w + 210 * b, *ql = p, *qh = p + 128;
         const int8_t *sc = (const int8_t *)(p + 192);
         const __m128i sc8 = _mm_loadu_si128((const __m128i *)sc);
+        __m256i table[2];
+        em_q6_scale_table(sc8, table);
         __m256i sumi[NR];
         for (int r = 0; r < NR; r++) sumi[r] = _mm256_setzero_si256();
         for (int n = 0; n < 2; n++) {
@@ -150,7 +152,7 @@ static void dot4_q6_k(const uint8_t *w, const em_act *a, int32_t m0, float *out)
             for (int s = 0; s < 4; s++) {
                 const __m256i hs = _mm256_and_si256(_mm256_srli_epi16(h, 2 * s), three);
                 const __m256i qs = _mm256_or_si256(lows[s], _mm256_slli_epi16(hs, 4));
-                const __m256i scv = em_q6_scale(sc8, 4 * n + s);
+                const __m256i scv = em_q6_scale(table, 4 * n + s);
                 for (int r = 0; r < NR; r++) {
                     const int8_t *xb = a->q256 + (size_t)(m0 + r) * a->k + 256 * b + 128 * n + 32 * s;
                     __m256i pr = _mm256_maddubs_epi16(qs, em_load32(xb));
@@ -163,9 +165,7 @@ static void dot4_q6_k(const uint8_t *w, const em_act *a, int32_t m0, float *out)
             const size_t m = (size_t)(m0 + r);
             const float d = dw * a->d256[m * nb + b];
             const int16_t *bs = a->bsum256 + m * (a->k / 16) + 16 * b;
-            int sub = 0;
-            for (int g = 0; g < 16; g++) sub += sc[g] * bs[g];
-            corr[r] += d * (float)(32 * sub); /* the codes are stored + 32 */
+            corr[r] += d * (float)(32 * em_q6_corr(sc8, bs)); /* the codes are stored + 32 */
             acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
         }
     }

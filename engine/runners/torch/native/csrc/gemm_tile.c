@@ -25,18 +25,12 @@ ALWAYS __m256i dot_mag(__m256i mag, __m256i sx) {
 #endif
 }
 
-ALWAYS int hsum_i32(__m256i v) {
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-    return _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1)));
-}
-
 /* Q4_K/Q5_K (q6 = 0) and Q6_K (q6 = 1) */
 ALWAYS void super_tile(const em_gtile *t, int32_t r0, const em_act *a, int32_t t0, float *out,
                        const int NR, const int NT, const int q6) {
     const int32_t k = t->k, nb = k / 256;
     __m256 acc[2][4];
-    float corr[2][4] = {{0}};
+    __m256 corr = _mm256_setzero_ps(); /* Q6_K: lane 4r + j, (row r, token j) */
     for (int r = 0; r < NR; r++)
         for (int j = 0; j < NT; j++) acc[r][j] = _mm256_setzero_ps();
     for (int32_t b = 0; b < nb; b++) {
@@ -55,6 +49,8 @@ ALWAYS void super_tile(const em_gtile *t, int32_t r0, const em_act *a, int32_t t
                 }
             }
         }
+        __m256i offs[8]; /* Q6_K: the scales x the activations' code sums, per (row, token) */
+        float dd[8] = {0};
         for (int r = 0; r < NR; r++) {
             const __m256i mv = em_load32(ROW(t->mv, r0 + r, k / 16) + 16 * b);
             const float d = t->d[(int64_t)(r0 + r) * nb + b];
@@ -65,16 +61,24 @@ ALWAYS void super_tile(const em_gtile *t, int32_t r0, const em_act *a, int32_t t
                 const float dx = a->d256[(int64_t)(t0 + j) * nb + b];
                 acc[r][j] = _mm256_fmadd_ps(_mm256_set1_ps(d * dx),
                                             _mm256_cvtepi32_ps(sum[r][j]), acc[r][j]);
-                if (q6) /* the codes' +32, in float per block like the one-row dot */
-                    corr[r][j] += d * dx * (float)(32 * hsum_i32(lanes));
+                if (q6)
+                    offs[4 * r + j] = lanes, dd[4 * r + j] = d * dx;
                 else
                     acc[r][j] = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * dx),
                                                  _mm256_cvtepi32_ps(lanes), acc[r][j]);
             }
         }
+        if (q6) { /* the codes' +32, in float per block like the one-row dot: 8 sums at once */
+            for (int i = 0; i < 8; i++)
+                if (i % 4 >= NT || i / 4 >= NR) offs[i] = _mm256_setzero_si256();
+            const __m256i c = _mm256_slli_epi32(em_hsums8_i32(offs), 5);
+            corr = _mm256_add_ps(corr, _mm256_mul_ps(_mm256_loadu_ps(dd), _mm256_cvtepi32_ps(c)));
+        }
     }
+    float sub[8];
+    _mm256_storeu_ps(sub, corr);
     for (int r = 0; r < NR; r++)
-        for (int j = 0; j < NT; j++) out[r * NT + j] = em_hsum(acc[r][j]) - corr[r][j];
+        for (int j = 0; j < NT; j++) out[r * NT + j] = em_hsum(acc[r][j]) - sub[4 * r + j];
 }
 
 /* Q4_0/Q5_0/Q8_0 */

@@ -39,11 +39,27 @@ static inline __m256i em_k4_mins(const uint32_t u[4]) {
     return _mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, (int)u[3], (int)u[2]));
 }
 
-/* Q6_K: int16 lanes 0-7 = sc[2j], 8-15 = sc[2j + 1] of the 16 signed scales sc */
-static inline __m256i em_q6_scale(__m128i sc, int j) {
-    const __m128i pick = _mm_set_epi64x((long long)(0x0101010101010101ULL * (uint64_t)(2 * j + 1)),
-                                        (long long)(0x0101010101010101ULL * (uint64_t)(2 * j)));
-    return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc, pick));
+/* Q6_K's 16 signed scales as int16, for em_q6_scale: scales 0-7 in both 128-bit halves (t[0])
+ * and scales 8-15 in both (t[1]) */
+static inline void em_q6_scale_table(__m128i sc, __m256i t[2]) {
+    const __m256i s16 = _mm256_cvtepi8_epi16(sc);
+    t[0] = _mm256_permute2x128_si256(s16, s16, 0x00);
+    t[1] = _mm256_permute2x128_si256(s16, s16, 0x11);
+}
+
+/* Q6_K: int16 lanes 0-7 = sc[2j], 8-15 = sc[2j + 1] (one byte shuffle of the table) */
+static inline __m256i em_q6_scale(const __m256i t[2], int j) {
+    const int lo = 2 * (2 * j % 8), hi = lo + 2; /* byte offsets of the two int16 in a half */
+    const __m256i pick = _mm256_setr_epi8(lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo,
+                                          lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, hi, hi + 1,
+                                          hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi,
+                                          hi + 1, hi, hi + 1, hi, hi + 1);
+    return _mm256_shuffle_epi8(t[j >= 4], pick);
+}
+
+/* sum of the 16 signed scales times the activations' 16 code sums bs (exact) */
+static inline int em_q6_corr(__m128i sc, const int16_t *bs) {
+    return em_hsum_i32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(sc), em_load32(bs)));
 }
 #endif
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -130,6 +131,23 @@ def test_an_unconfirmed_measurement_decides_but_is_not_cached(tmp_path: Path) ->
     assert stalled.calls == calls
     never = FakeMachine({"dots": (0.0, 0.1), "gemm": (4.0, 0.5), "dense": (40.0, 0.3)})
     assert chooser(None, never).gemm_min_rows([linear((S.Q4_K, 64, 256))]) == FOREVER
+
+
+def test_time_taken_from_the_process_not_the_wall(tmp_path: Path) -> None:
+    """A product whose thread waits (descheduled on a busy machine: here asleep) costs only the
+    CPU time it computed, so the machine's other work does not decide the choice."""
+
+    def run(path: str, part: S.EmMat, tokens: int) -> None:
+        if path == "dots":  # little work, long waits
+            time.sleep(0.02)
+        else:  # real work, no waits
+            end = time.process_time() + 2e-3 + 2e-5 * tokens
+            while time.process_time() < end:
+                pass
+
+    choice = KernelChoice(None, "Test CPU|avx2|avx2 fma", run, lambda: 1)
+    assert choice.clock is time.process_time
+    assert choice.gemm_min_rows([linear((S.Q4_K, 64, 256))]) == FOREVER  # the dots cost ~0
 
 
 def _first_prompt(runner: TorchRunner) -> None:
