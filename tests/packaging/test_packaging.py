@@ -100,8 +100,11 @@ def test_wheel_installs_everything_under_ember(wheel: Path) -> None:
     assert "ember = ember.__main__:main" in zipfile.ZipFile(wheel).read(entry).decode()
 
 
+@pytest.mark.slow
 @pytest.mark.requires_tool("pipx", "pip install pipx")
 def test_pipx_install_of_the_wheel_runs(wheel: Path, tmp_path: Path) -> None:
+    """Opt-in, run by .ci/run (about 90 s on 2 cores: pipx installs torch and every dependency
+    into a fresh venv); the default run checks the wheel's files and entry point above."""
     constraints = tmp_path / "constraints.txt"
     # torch==2.13.0 is the CPU wheel (never the multi-GB CUDA build); llama-cpp-python from the cache
     constraints.write_text((ROOT / ".ci" / "constraints.txt").read_text())
