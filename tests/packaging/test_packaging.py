@@ -136,6 +136,7 @@ def test_pipx_install_of_the_wheel_runs(wheel: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # its build's own limit (the default 600 s ended it on a busy machine)
 def test_single_file_build_runs(tmp_path: Path) -> None:
     """Opt-in (about 2 minutes, 474 MB): build the shiv zipapp and run it with a fresh HOME."""
     out = tmp_path / "ember.pyz"
