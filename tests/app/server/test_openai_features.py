@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from collections.abc import Iterator
 
 import httpx
@@ -278,8 +279,9 @@ def test_paths_and_urls_are_refused_with_one_message(server: str, tmp_path) -> N
         body = {"model": model, "messages": ASK}
         reply = httpx.post(f"{server}/v1/chat/completions", json=body, timeout=30)
         assert reply.status_code == 404, reply.text
-        messages.append(reply.json()["error"]["message"].replace(repr(model), "M"))
-    assert len(set(messages)) == 1
+        # the name as quoted (a long path is cut to its start and end, so compare the rest)
+        messages.append(re.sub(r"'[^']*'", "M", reply.json()["error"]["message"], count=1))
+    assert len(set(messages)) == 1, messages
 
 
 def test_served_check_follows_the_operators_opt_ins(tmp_path) -> None:
