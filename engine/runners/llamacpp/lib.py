@@ -65,16 +65,50 @@ def quiet_llama_logs() -> None:
     _logger.logger.setLevel(logging.DEBUG if verbose else logging.CRITICAL + 1)
 
 
+def load_mode(llama: ModuleType, use_mmap: bool, use_mlock: bool) -> int:
+    """llama.cpp's load mode for Ember's two switches (llama-cpp-python >= 0.3.3x replaced the
+    use_mmap / use_mlock booleans with one `load_mode` enum)."""
+    if use_mmap:
+        return int(llama.LLAMA_LOAD_MODE_MMAP_MLOCK if use_mlock else llama.LLAMA_LOAD_MODE_MMAP)
+    return int(llama.LLAMA_LOAD_MODE_MLOCK if use_mlock else llama.LLAMA_LOAD_MODE_NONE)
+
+
+def amx_build(system_info: str) -> bool:
+    """Whether this llama.cpp build carries its AMX matmul (`AMX_INT8 = 1` in its system info).
+
+    That path runs through llama.cpp's extra (repacked) weight buffers and dies with SIGILL on
+    CPUs and VMs that report AMX (a `tilezero` in ggml_backend_amx_mul_mat: llama.cpp issues
+    #28756, #28328; reproduced with llama-cpp-python 0.3.36 built with -march=native on an
+    Intel Xeon with amx_int8, where a plain AMX program runs), taking Ember's process with it.
+    """
+    return "AMX_INT8 = 1" in system_info
+
+
+def model_params(llama: ModuleType, gpu_layers: int, use_mmap: bool, use_mlock: bool) -> Any:
+    """llama_model_params with Ember's options, written to the fields this llama-cpp-python
+    really has: a ctypes Structure takes an unknown attribute silently, so `params.use_mmap`
+    on a build that reads `load_mode` would be a switch that does nothing."""
+    params = llama.llama_model_default_params()
+    fields = {name for name, *_ in type(params)._fields_}
+    params.n_gpu_layers = gpu_layers
+    if "load_mode" in fields:
+        params.load_mode = load_mode(llama, use_mmap, use_mlock)
+    else:
+        params.use_mmap = use_mmap
+        params.use_mlock = use_mlock
+    if "use_extra_bufts" in fields and amx_build(llama.llama_print_system_info().decode()):
+        params.use_extra_bufts = False  # no AMX (or repacked) weight buffers: see amx_build
+        logging.getLogger(__name__).info("llama.cpp: AMX build, extra weight buffers off")
+    return params
+
+
 def load_model(path: Path, gpu_layers: int, use_mmap: bool = True, use_mlock: bool = False) -> Any:
     """llama_model_load_from_file with Ember's options; EngineError naming the file on failure."""
     llama = lib()
     if not path.is_file():
         raise EngineError(f"{path}: no such GGUF file")
     quiet_llama_logs()
-    params = llama.llama_model_default_params()
-    params.n_gpu_layers = gpu_layers
-    params.use_mmap = use_mmap
-    params.use_mlock = use_mlock
+    params = model_params(llama, gpu_layers, use_mmap, use_mlock)
     model = llama.llama_model_load_from_file(str(path).encode(), params)
     if not model:
         from ember.models.text.tokenizers.pre_split import load_failure_reason
