@@ -20,7 +20,8 @@ where it is 2.3x faster). A time is the best of runs repeated for BUDGET_S
 (MIN_REPEATS..MAX_REPEATS); a best time no second run came near (within AGREE) is a lucky or a
 stalled one: such fits serve this process but are not cached, so the next process measures again.
 Fits are cached in a JSON file beside the compiled kernels (under Ember's cache dir), keyed by
-the CPU model, the ISA build, the thread count, the type and the columns; a new key is measured
+the CPU model, the ISA build and its hash (sources, compiler, flags), the thread count, the type
+and the columns; a new key is measured
 on first use, in tens of milliseconds, and never again on this machine.
 """
 
@@ -262,6 +263,7 @@ def measured_choice(kernels: Kernels, build: NativeBuild, cache_dir: Path | None
         root, problem = _private_temp_dir()
         if problem:
             root = None
-    machine = f"{this_cpu().model}|{build.isa}|{build.features}"
+    # the build's hash too: a kernel that changed is measured again, not judged by the old fits
+    machine = f"{this_cpu().model}|{build.isa}|{build.features}|{build.key}"
     path = root / "kernel_choice.json" if root is not None else None
     return KernelChoice(path, machine, kernel_run(kernels), torch.get_num_threads)

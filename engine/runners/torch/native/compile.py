@@ -71,6 +71,7 @@ class NativeBuild:
     reason: str = ""  # why lib is None
     features: str = ""  # what the library was compiled for (em_features: "avx2 fma f16c")
     isa: str = ""  # the ISA it was built for (isa.py)
+    key: str = ""  # the build's hash (sources, compiler, flags: _key), in the library's name
 
 
 def _compiler() -> str | None:
@@ -189,4 +190,5 @@ def load_library(cache_dir: Path | None, isa: str | None = None) -> NativeBuild:
     if lib.em_abi_version() != ABI_VERSION:
         return NativeBuild(None, f"{path}: ABI {lib.em_abi_version()} != {ABI_VERSION}")
     lib.em_features.restype = ctypes.c_char_p
-    return NativeBuild(lib, features=lib.em_features().decode(), isa=target.name)
+    key = path.stem.rsplit("_", 1)[-1]
+    return NativeBuild(lib, features=lib.em_features().decode(), isa=target.name, key=key)

@@ -25,6 +25,55 @@ ALWAYS __m256i dot_mag(__m256i mag, __m256i sx) {
 #endif
 }
 
+/* sum[r][j] = the block's 8 int32 lanes of sum over s of madd(maddubs(codes, x), scales), for 32
+ * values per s (lane i holds pairs 2i, 2i + 1 of each group). Exact integers, so any grouping
+ * gives the same lanes: AVX-512 takes two groups per instruction (s in the low half, s + 1 in
+ * the high one, added at the end) and, with VNNI, madd + add as one vpdpwssd. */
+ALWAYS void super_sums(const em_gtile *t, int32_t r0, const em_act *a, int32_t t0, int32_t b,
+                       __m256i sum[2][4], const int NR, const int NT) {
+    const int32_t k = t->k;
+#if defined(__AVX512BW__)
+    __m512i wide[2][4];
+    for (int r = 0; r < NR; r++)
+        for (int j = 0; j < NT; j++) wide[r][j] = _mm512_setzero_si512();
+#pragma GCC unroll 1
+    for (int s = 0; s < 8; s += 2) {
+        for (int r = 0; r < NR; r++) {
+            const __m512i w = _mm512_loadu_si512(ROW(t->q, r0 + r, k) + 256 * b + 32 * s);
+            const __m512i sc = _mm512_loadu_si512(ROW(t->sc, r0 + r, k / 2) + 128 * b + 16 * s);
+            for (int j = 0; j < NT; j++) {
+                const __m512i x = _mm512_loadu_si512(ROW(a->q256, t0 + j, k) + 256 * b + 32 * s);
+#if defined(__AVX512VNNI__)
+                wide[r][j] = _mm512_dpwssd_epi32(wide[r][j], _mm512_maddubs_epi16(w, x), sc);
+#else
+                wide[r][j] = _mm512_add_epi32(wide[r][j],
+                                              _mm512_madd_epi16(_mm512_maddubs_epi16(w, x), sc));
+#endif
+            }
+        }
+    }
+    for (int r = 0; r < NR; r++)
+        for (int j = 0; j < NT; j++)
+            sum[r][j] = _mm256_add_epi32(_mm512_castsi512_si256(wide[r][j]),
+                                         _mm512_extracti64x4_epi64(wide[r][j], 1));
+#else
+    for (int r = 0; r < NR; r++)
+        for (int j = 0; j < NT; j++) sum[r][j] = _mm256_setzero_si256();
+#pragma GCC unroll 1
+    for (int s = 0; s < 8; s++) {
+        for (int r = 0; r < NR; r++) {
+            const __m256i w = em_load32(ROW(t->q, r0 + r, k) + 256 * b + 32 * s);
+            const __m256i sc = em_load32(ROW(t->sc, r0 + r, k / 2) + 128 * b + 16 * s);
+            for (int j = 0; j < NT; j++) {
+                const __m256i x = em_load32(ROW(a->q256, t0 + j, k) + 256 * b + 32 * s);
+                sum[r][j] = _mm256_add_epi32(
+                    sum[r][j], _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), sc));
+            }
+        }
+    }
+#endif
+}
+
 /* Q4_K/Q5_K (q6 = 0) and Q6_K (q6 = 1) */
 ALWAYS void super_tile(const em_gtile *t, int32_t r0, const em_act *a, int32_t t0, float *out,
                        const int NR, const int NT, const int q6) {
@@ -35,20 +84,7 @@ ALWAYS void super_tile(const em_gtile *t, int32_t r0, const em_act *a, int32_t t
         for (int j = 0; j < NT; j++) acc[r][j] = _mm256_setzero_ps();
     for (int32_t b = 0; b < nb; b++) {
         __m256i sum[2][4];
-        for (int r = 0; r < NR; r++)
-            for (int j = 0; j < NT; j++) sum[r][j] = _mm256_setzero_si256();
-#pragma GCC unroll 1
-        for (int s = 0; s < 8; s++) {
-            for (int r = 0; r < NR; r++) {
-                const __m256i w = em_load32(ROW(t->q, r0 + r, k) + 256 * b + 32 * s);
-                const __m256i sc = em_load32(ROW(t->sc, r0 + r, k / 2) + 128 * b + 16 * s);
-                for (int j = 0; j < NT; j++) {
-                    const __m256i x = em_load32(ROW(a->q256, t0 + j, k) + 256 * b + 32 * s);
-                    sum[r][j] = _mm256_add_epi32(
-                        sum[r][j], _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), sc));
-                }
-            }
-        }
+        super_sums(t, r0, a, t0, b, sum, NR, NT);
         __m256i offs[8]; /* Q6_K: the scales x the activations' code sums, per (row, token) */
         float dd[8] = {0};
         for (int r = 0; r < NR; r++) {

@@ -177,7 +177,9 @@ def test_a_runner_writes_the_file_on_its_first_prompt_and_reads_it_next_time(
         for d in runner.native_linears
         for i in range(d.n_parts)
     }
-    machine = f"{this_cpu().model}|{build.isa}|{build.features}|t1"
+    machine = f"{this_cpu().model}|{build.isa}|{build.features}|{build.key}|t1"
+    libraries = [lib.name for lib in (tmp_path / "native").glob("ember_native_*.so")]
+    assert build.key and any(build.key in name for name in libraries), (build.key, libraries)
     assert keys == {f"{machine}|q{t}|c{c}" for t, c in parts}
     assert runner.kernels.gemm_min_rows == runner.kernels.choice.gemm_min_rows(
         runner.native_linears
