@@ -19,6 +19,7 @@ from ember.engine.api import (
 from ember.engine.engine import Engine
 from ember.engine.prefix_store import PrefixStore
 from tests.conftest import PACKED_CACHE_DIR
+from tests.fixtures.near_tie import assert_same_or_near_tie
 
 pytestmark = pytest.mark.model
 
@@ -46,9 +47,11 @@ def _engine(parts: Any, **options: Any) -> Engine:
     return Engine(runner, EngineOptions(model="starter", **options), chat=chat, prefix_store=store)
 
 
-def _ask(question: str, max_tokens: int) -> GenerationRequest:
+def _ask(question: str, max_tokens: int, logprobs: bool = False) -> GenerationRequest:
     messages = (SYSTEM, ChatMessage("user", question))
-    return GenerationRequest(messages=messages, sampling=SamplingParams(max_tokens=max_tokens))
+    top = 5 if logprobs else 0
+    sampling = SamplingParams(max_tokens=max_tokens, logprobs=logprobs, top_logprobs=top)
+    return GenerationRequest(messages=messages, sampling=sampling)
 
 
 def _final(engine: Engine, request: GenerationRequest) -> Finished:
@@ -68,12 +71,19 @@ def test_greedy_is_sensible_and_deterministic(parts: Any) -> None:
 
 
 def test_prefix_hit_equals_cold_token_for_token(parts: Any) -> None:
-    cold = _final(_engine(parts, ctx=512, prefix_cache=False), _ask("Name a large animal.", 6))
+    """A cache hit's reply is the cold prompt's, or leaves it only at one of the cold reply's
+    near ties: the cold 160-token prompt's linears take the path this machine's timings pick
+    (native or dense, native/choice.py), the hit's 16-token suffix the native kernels, and the
+    two differ in float32 summation order (seen: 0.40 logits apart at the first token, where the
+    cold reply's top two are 0.40 apart, on an AVX-512 Xeon under load)."""
+    cold = _final(
+        _engine(parts, ctx=512, prefix_cache=False), _ask("Name a large animal.", 6, logprobs=True)
+    )
     warm_engine = _engine(parts, ctx=512)
     _final(warm_engine, _ask("Name a color.", 2))
     warm = _final(warm_engine, _ask("Name a large animal.", 6))
     assert warm.stats.cached_tokens >= 32
-    assert warm.token_ids == cold.token_ids
+    assert_same_or_near_tie(cold, warm, (cold.text, warm.text))
 
 
 def test_disk_snapshot_restore_equals_cold(parts: Any, tmp_path: Path) -> None:
