@@ -29,6 +29,20 @@ TEST_CACHE = _REPO / "tests" / ".cache"  # built once per checkout, ignored by g
 PACKED_CACHE_DIR = str(TEST_CACHE / "packed")
 # --runner auto's measured choice: once per checkout and machine, not once per test's home
 RUNNER_CHOICE_DIR = str(TEST_CACHE / "runner-choice")
+# Process-wide too, not only per test (ember_home below): module- and session-scoped fixtures
+# start before any test's environment is set, and each real `ember serve` they start inherited
+# none of it, so every server measured --runner auto afresh (about 5 of its 10 s to /health).
+os.environ.setdefault("EMBER_PACKED_CACHE", PACKED_CACHE_DIR)
+os.environ.setdefault("EMBER_RUNNER_CHOICE", RUNNER_CHOICE_DIR)
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto` (pyproject's addopts): one worker per core this process may use, at most 4.
+    Every worker loads the models its files use (the starter is about 0.5 GiB resident per
+    runner), and past 4 the few long files, not the worker count, set the wall time."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    cores = len(affinity(0)) if affinity else os.cpu_count() or 1
+    return max(1, min(4, cores))
 
 
 @pytest.fixture(autouse=True)
