@@ -79,6 +79,24 @@ def _call(item: dict[str, Any], param: str) -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": function}
 
 
+def _reasoning_text(item: dict[str, Any], param: str) -> str:
+    """A reasoning item's text: its reasoning_text content (what Ember's output items carry), else
+    its summary_text parts; the chat template decides what of it a model sees again (only
+    harmony's gpt-oss templates keep a tool-calling turn's analysis)."""
+    texts: dict[str, list[str]] = {}
+    for key, part_type in (("content", "reasoning_text"), ("summary", "summary_text")):
+        parts = item.get(key) or []
+        if not isinstance(parts, list):
+            raise RequestInvalid(f"{param}.{key}", "must be a list", status=400)
+        for j, part in enumerate(parts):
+            if not isinstance(part, dict) or not isinstance(part.get("text"), str):
+                raise RequestInvalid(
+                    f"{param}.{key}[{j}]", f"must be a {part_type} part with text", status=400
+                )
+            texts.setdefault(key, []).append(part["text"])
+    return "".join(texts.get("content") or texts.get("summary") or [])
+
+
 def to_messages(
     items: list[dict[str, Any]], instructions: str | None, first: int = 0
 ) -> list[dict[str, Any]]:
@@ -88,9 +106,11 @@ def to_messages(
     if instructions:
         messages.append({"role": "system", "content": instructions})
     names: dict[str, str] = {}  # call_id -> function name, for the outputs
+    reasoning = ""  # a reasoning item's text, for the assistant turn that follows it
     for i, item in enumerate(items):
         param = f"input[{i - first}]"
         kind = item.get("type", "message")
+        count = len(messages)
         if kind == "message":
             role = ROLES.get(item.get("role"))  # type: ignore[arg-type]
             if role is None:
@@ -121,14 +141,19 @@ def to_messages(
                 {"role": "tool", "tool_call_id": call_id, "name": names[call_id], "content": output}
             )
         elif kind == "reasoning":
-            if not isinstance(item.get("summary", []), list):
-                raise RequestInvalid(f"{param}.summary", "must be a list", status=400)
+            reasoning += _reasoning_text(item, param)
         else:
             raise RequestInvalid(
                 f"{param}.type",
                 "must be message, function_call, function_call_output or reasoning",
                 status=400,
             )
+        if reasoning and kind != "reasoning" and messages and messages[-1]["role"] == "assistant":
+            turn = messages[-1]  # the assistant turn this item made or joined takes the reasoning
+            turn["reasoning_content"] = turn.get("reasoning_content", "") + reasoning
+            reasoning = ""
+        elif kind != "reasoning" and len(messages) > count:
+            reasoning = ""  # reasoning before a user or tool turn belongs to no assistant turn
     if not any(m["role"] != "system" for m in messages):
         raise RequestInvalid("input", "holds no message to answer", status=400)
     return messages

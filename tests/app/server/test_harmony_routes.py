@@ -121,7 +121,7 @@ def test_anthropic_messages(url: str, pool: ModelPool) -> None:
     assert _sent(pool, "answers").messages[1].reasoning == "Ask the tool."
 
 
-def test_responses(url: str) -> None:
+def test_responses(url: str, pool: ModelPool) -> None:
     import openai
 
     client: Any = openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0)
@@ -133,6 +133,26 @@ def test_responses(url: str) -> None:
     called = client.responses.create(model="calls", input="Weather in Paris?", tools=[tool])
     assert [item.type for item in called.output] == ["reasoning", "function_call"]
     assert json.loads(called.output[1].arguments) == {"city": "Paris"}
+    # the output items sent back as input: the reasoning goes with the call's assistant turn
+    history: list[Any] = [
+        {"role": "user", "content": "Weather in Paris?"},
+        *[item.model_dump(exclude_none=True) for item in called.output],
+        {"type": "function_call_output", "call_id": called.output[1].call_id, "output": "rain"},
+    ]
+    client.responses.create(model="answers", input=history, tools=[tool])
+    sent = _sent(pool, "answers").messages
+    assert [(m.role, m.reasoning) for m in sent] == [
+        ("user", ""),
+        ("assistant", "Ask the tool."),
+        ("tool", ""),
+    ]
+    summary = {"type": "reasoning", "summary": [{"type": "summary_text", "text": "Short."}]}
+    client.responses.create(model="answers", input=[history[0], summary, *history[2:]])
+    assert _sent(pool, "answers").messages[1].reasoning == "Short."
+    with pytest.raises(openai.BadRequestError, match=r"input\[1\]\.content\[0\]"):
+        client.responses.create(
+            model="answers", input=[history[0], {"type": "reasoning", "content": [{"x": 1}]}]
+        )
 
 
 def test_ollama_chat(url: str, pool: ModelPool) -> None:
