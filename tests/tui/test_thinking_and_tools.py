@@ -137,7 +137,7 @@ async def _asking(pilot, app: EmberApp, clock: ConsentClock) -> ToolCallView:
 async def test_a_confirmed_call_runs_and_the_model_goes_on(
     make_app, backends, toolbox, tmp_path, consent_clock
 ) -> None:
-    backends.script.replies = [f"Let me add. {ADD_CALL}", "The sum is 42."]
+    backends.script.replies = [f"<think>Use the tool.</think>Let me add. {ADD_CALL}", "42."]
     app = make_app(toolbox=toolbox)
     async with app.run_test(size=SIZE) as pilot:
         await send(pilot, "What is 2 + 40?")
@@ -154,6 +154,8 @@ async def test_a_confirmed_call_runs_and_the_model_goes_on(
         second = backends.last.requests[1]
         assistant, tool = second.messages[-2:]
         assert assistant.role == "assistant" and assistant.content == "Let me add. "
+        # the calling turn's reasoning goes back with it (a harmony template keeps it in view)
+        assert assistant.reasoning == "Use the tool."
         assert [(c.name, c.arguments_dict) for c in assistant.tool_calls] == [
             ("add", {"a": 2, "b": 40})
         ]
@@ -161,9 +163,9 @@ async def test_a_confirmed_call_runs_and_the_model_goes_on(
         assert tool.tool_call_id == assistant.tool_calls[0].id
         reply = _chat(app).session.path()[-1]
         assert reply.status == "complete"
-        assert reply.content == "Let me add. The sum is 42."
+        assert reply.content == "Let me add. 42."
         assert [(p.kind, p.status) for p in reply.parts] == [
-            ("text", ""), ("tool_call", ""), ("tool_result", "ok"), ("text", ""),
+            ("reasoning", ""), ("text", ""), ("tool_call", ""), ("tool_result", "ok"), ("text", ""),
         ]  # fmt: skip
         assert view.result is not None and view.result.text == "42"
         assert "ran: 2 characters back" in screen_text(app)

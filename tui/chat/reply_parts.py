@@ -1,6 +1,8 @@
 """A reply's parts as it grows (reasoning, text, tool calls, tool results), and those parts as the
 turns the model reads again: the assistant's text with the calls it made, then one `tool` turn
-per result, then its text after the results (reasoning is not sent back)."""
+per result, then its text after the results. Reasoning goes back only with a turn that made
+calls (ChatMessage.reasoning, which only a harmony template renders: gpt-oss keeps a tool-calling
+turn's analysis in view, and drops other past thinking, as every other template does)."""
 
 from __future__ import annotations
 
@@ -49,17 +51,22 @@ def assistant_turns(parts: Iterable[MessagePart], content: str) -> list[ChatMess
         text = joined_text(parts) if parts else content
         return [ChatMessage("assistant", text)] if text else []
     turns: list[ChatMessage] = []
-    text, calls = "", list[ToolCall]()
+    text, calls, reasoning = "", list[ToolCall](), ""
     for part in parts:
+        if part.kind in ("text", "reasoning") and calls:  # after the results: the next turn
+            text, calls, reasoning = "", [], ""
         if part.kind == "text":
-            if calls:  # text after the results: the model's next turn
-                text, calls = "", []
             text += part.text
+        elif part.kind == "reasoning":
+            reasoning += part.text
         elif part.kind == "tool_call":
             if not calls:
-                turns.append(ChatMessage("assistant", text, tool_calls=()))
+                turns.append(ChatMessage("assistant", text, tool_calls=(), reasoning=reasoning))
             calls.append(ToolCall(part.name, part.arguments or "{}", part.call_id))
-            turns[-1] = ChatMessage("assistant", turns[-1].content, tool_calls=tuple(calls))
+            turn = turns[-1]
+            turns[-1] = ChatMessage(
+                "assistant", turn.content, tool_calls=tuple(calls), reasoning=turn.reasoning
+            )
         elif part.kind == "tool_result":
             turns.append(ChatMessage("tool", part.text, tool_call_id=part.call_id, name=part.name))
     if text and not calls:
