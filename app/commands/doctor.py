@@ -132,12 +132,14 @@ def parse_system_info(text: str) -> dict[str, str]:
 def _llama_cpp() -> Report:
     import llama_cpp
 
-    from ember.engine.runners.llamacpp.lib import lib
+    from ember.engine.runners.llamacpp.lib import amx_build, lib
 
     llama = lib()
     info = llama.llama_print_system_info().decode("utf-8", "replace").strip()
     return {
         "version": llama_cpp.__version__,
+        # an AMX build's extra weight buffers stay off in Ember's runner (lib.py: amx_build)
+        "extra_weight_buffers": "off (AMX build)" if amx_build(info) else "on",
         "gpu_offload": bool(llama.llama_supports_gpu_offload()),
         "mmap": bool(llama.llama_supports_mmap()),
         "mlock": bool(llama.llama_supports_mlock()),

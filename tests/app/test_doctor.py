@@ -24,6 +24,8 @@ def test_json_report_has_every_section(
     llama = report["llama_cpp"]
     assert llama["mmap"] is True and isinstance(llama["gpu_offload"], bool)
     assert "backends" in llama["features"]
+    amx = llama["features"].get("AMX_INT8") == "1"  # this build's own system info
+    assert llama["extra_weight_buffers"] == ("off (AMX build)" if amx else "on")
     assert report["torch"]["cuda_available"] in (True, False)
 
 
