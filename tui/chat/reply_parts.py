@@ -6,6 +6,7 @@ turn's analysis in view, and drops other past thinking, as every other template 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 
 from ember.app.history.parts import MessagePart, joined_text
@@ -63,10 +64,7 @@ def assistant_turns(parts: Iterable[MessagePart], content: str) -> list[ChatMess
             if not calls:
                 turns.append(ChatMessage("assistant", text, tool_calls=(), reasoning=reasoning))
             calls.append(ToolCall(part.name, part.arguments or "{}", part.call_id))
-            turn = turns[-1]
-            turns[-1] = ChatMessage(
-                "assistant", turn.content, tool_calls=tuple(calls), reasoning=turn.reasoning
-            )
+            turns[-1] = dataclasses.replace(turns[-1], tool_calls=tuple(calls))
         elif part.kind == "tool_result":
             turns.append(ChatMessage("tool", part.text, tool_call_id=part.call_id, name=part.name))
     if text and not calls:

@@ -110,7 +110,6 @@ def to_messages(
     for i, item in enumerate(items):
         param = f"input[{i - first}]"
         kind = item.get("type", "message")
-        count = len(messages)
         if kind == "message":
             role = ROLES.get(item.get("role"))  # type: ignore[arg-type]
             if role is None:
@@ -148,12 +147,11 @@ def to_messages(
                 "must be message, function_call, function_call_output or reasoning",
                 status=400,
             )
-        if reasoning and kind != "reasoning" and messages and messages[-1]["role"] == "assistant":
-            turn = messages[-1]  # the assistant turn this item made or joined takes the reasoning
-            turn["reasoning_content"] = turn.get("reasoning_content", "") + reasoning
+        if reasoning and kind != "reasoning":  # every other item made or joined messages[-1]
+            turn = messages[-1]  # an assistant turn takes it; a user or tool turn has none
+            if turn["role"] == "assistant":
+                turn["reasoning_content"] = turn.get("reasoning_content", "") + reasoning
             reasoning = ""
-        elif kind != "reasoning" and len(messages) > count:
-            reasoning = ""  # reasoning before a user or tool turn belongs to no assistant turn
     if not any(m["role"] != "system" for m in messages):
         raise RequestInvalid("input", "holds no message to answer", status=400)
     return messages

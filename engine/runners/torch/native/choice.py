@@ -21,8 +21,8 @@ where it is 2.3x faster). A time is the best of runs repeated for BUDGET_S
 stalled one: such fits serve this process but are not cached, so the next process measures again.
 Fits are cached in a JSON file beside the compiled kernels (under Ember's cache dir), keyed by
 the CPU model, the ISA build and its hash (sources, compiler, flags), the thread count, the type
-and the columns; a new key is measured
-on first use, in tens of milliseconds, and never again on this machine.
+and the columns; a new key is measured on first use, in tens of milliseconds, and never again on
+this machine.
 """
 
 from __future__ import annotations
