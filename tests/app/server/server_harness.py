@@ -30,6 +30,15 @@ WEATHER_FUNCTION = {
 }
 
 
+# The runner for tests that compare two greedy replies token for token (stream vs whole, the same
+# request twice): torch's paged attention reads a sequence's cached blocks in position order, so
+# two requests over the same cached prefix compute the same logits. llama.cpp's attention sums over
+# the unified cache's cells in cell order, and where a reply's cells land depends on what earlier
+# requests left there: on the starter model, one Responses request repeated three times after a
+# warm-up answered "Yes, once upon a time." once and "Yes, it was..." twice (a 0.16-logit tie).
+SAME_LOGITS_RUNNER = ("--runner", "torch")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from ember.app.server.anthropic.signing import ThinkingSigner
-from tests.app.server.server_harness import serve_models
+from tests.app.server.server_harness import SAME_LOGITS_RUNNER, serve_models
 
 pytestmark = pytest.mark.model
 anthropic = pytest.importorskip("anthropic")
@@ -43,7 +43,7 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(starter_gguf: Path, home: Path) -> Iterator[str]:
-    serve = ("--model", MODEL, "--threads", "2", "--ctx", str(CTX), "--api-key", KEY,
+    serve = ("--model", MODEL, *SAME_LOGITS_RUNNER, "--threads", "2", "--ctx", str(CTX), "--api-key", KEY,
              "--alias", f"claude-*={MODEL}")  # fmt: skip
     drop = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL")
     with serve_models(home, {MODEL: starter_gguf}, *serve, drop_env=drop) as url:

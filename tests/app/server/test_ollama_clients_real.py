@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.app.server.server_harness import serve_models
+from tests.app.server.server_harness import SAME_LOGITS_RUNNER, serve_models
 
 pytestmark = pytest.mark.model
 ollama = pytest.importorskip("ollama")
@@ -25,7 +25,7 @@ OPTIONS = {"temperature": 0, "num_predict": 12}
 
 @pytest.fixture(scope="module")
 def server(starter_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    serve = ("--model", MODEL, "--threads", "2", "--ctx", "1024", "--metrics")
+    serve = ("--model", MODEL, *SAME_LOGITS_RUNNER, "--threads", "2", "--ctx", "1024", "--metrics")
     home = tmp_path_factory.mktemp("serve_home")
     with serve_models(home, {MODEL: starter_gguf}, *serve) as url:
         yield url

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.app.server.server_harness import WEATHER_FUNCTION, serve_models
+from tests.app.server.server_harness import SAME_LOGITS_RUNNER, WEATHER_FUNCTION, serve_models
 
 pytestmark = pytest.mark.model
 pytest.importorskip("llguidance", reason="structured output needs llguidance")
@@ -37,7 +37,7 @@ WEATHER = {"type": "function", "function": WEATHER_FUNCTION}
 
 @pytest.fixture(scope="module")
 def server(starter_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    serve = ("--model", MODEL, "--threads", "2", "--ctx", "1024")
+    serve = ("--model", MODEL, *SAME_LOGITS_RUNNER, "--threads", "2", "--ctx", "1024")
     home = tmp_path_factory.mktemp("serve_home")
     with serve_models(home, {MODEL: starter_gguf}, *serve, drop_env=("OPENAI_API_KEY",)) as url:
         yield url
