@@ -15,6 +15,7 @@ from ember.engine.runners.torch.layers.act_rounding import (
     output_blocks,
     rounded,
 )
+from ember.engine.runners.torch.layers.bf16_product import bf16_product
 from ember.engine.runners.torch.layers.pack import Int4Weight, Int8Weight, int4_matmul, int8_matmul
 
 if TYPE_CHECKING:
@@ -113,12 +114,18 @@ class QLinear(nn.Module):
         if self.native is not None:
             assert self.kernels is not None
             m = x.shape[0]
-            if m < DENSE_PREFILL_TOKENS or self.kernels.prefers_native(self.native, m):
+            path = (
+                "native" if m < DENSE_PREFILL_TOKENS else self.kernels.prefill_path(self.native, m)
+            )
+            if path == "native":
                 return self.kernels.linear(self.native, x)  # bias added by the kernel
-            if 4 * self.out_features * self.in_features > MAX_TRANSIENT_BYTES:
+            if path == "bf16":
+                y = bf16_product(self.kernels, self.native, x)
+            elif 4 * self.out_features * self.in_features > MAX_TRANSIENT_BYTES:
                 return self._chunked_float(x)
-            w = self.kernels.dequantize(self.native)
-            y = dense_product(x.float(), w, output_blocks(self.native.desc))
+            else:
+                w = self.kernels.dequantize(self.native)
+                y = dense_product(x.float(), w, output_blocks(self.native.desc))
         elif self.dense is not None:
             y = torch.nn.functional.linear(x, self.dense)
         elif self.dense_fn is not None and x.shape[0] >= DENSE_PREFILL_TOKENS:

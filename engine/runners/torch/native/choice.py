@@ -7,7 +7,10 @@ Two choices, per weight shape (GGML type, columns) and thread count:
   (`em_set_gemm_min_rows`, one value per process: the crossover over the model's linears);
 - for prompt-sized batches (QLinear, from DENSE_PREFILL_TOKENS rows), the native kernels or
   torch's float32 matmul over a transient dequantized copy (MKL/oneDNN), whose activations are
-  rounded as the kernels round them (act_rounding), so only float summation order differs.
+  rounded as the kernels round them (act_rounding), so only float summation order differs;
+  where the CPU multiplies bfloat16 in hardware (AMX, AVX-512 BF16, ARM BF16: BF16_FLAGS), also
+  bfloat16 matmuls over cache-sized dequantized chunks (layers/bf16_product.py), whose results
+  differ from the others by bfloat16 steps.
 
 Each path is timed on a slice of the real weight (at most SLICE_ROWS rows) at two batch sizes
 and fitted as seconds per weight row = fixed + per_token * rows of x (decoding or dequantizing
@@ -46,16 +49,28 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-VERSION = 2  # 2: CPU time (1 was wall time)
-SLICE_ROWS = 256  # weight rows a measurement multiplies (per-row costs are what is fitted)
+VERSION = 3  # 2: CPU time (1 was wall time); 3: the bf16 path, torch paths on 2048 rows
+# weight rows a measurement multiplies (per-row costs are what is fitted), as many as a real
+# linear has, or nearly: the torch paths pay per call for the whole batch (rounding it,
+# converting it, the result's layout), which thousands of rows share, and a small slice stays in
+# cache where the whole matrix does not. On 256 rows bf16 looked 5x dearer per row than on 2048
+# (Xeon, the 1.2B model's gate_up, 256 tokens: 37.8 vs 7.7 ns a row and token) and the tiled
+# matmul half as dear as it is on a 3B model's 3072 x 8192 down projection.
+SLICE_ROWS = 2048
 MIN_REPEATS, MAX_REPEATS = 3, 20  # runs per time, within BUDGET_S
 BUDGET_S = 0.1
 AGREE = 1.25
-SIZES = {"dots": (4, 16), "gemm": (16, 128), "dense": (64, 256)}  # activation rows timed
+SIZES = {"dots": (4, 16), "gemm": (16, 128), "dense": (64, 256), "bf16": (64, 256)}  # rows timed
+BF16_FLAGS = frozenset({"amx_bf16", "avx512_bf16", "bf16"})  # /proc/cpuinfo: bf16 in hardware
+# weights bfloat16 holds as well as the file does: quantized blocks (4-8 bit codes, whose own
+# steps dwarf bfloat16's 2^-9) and bfloat16 itself; never float32 or float16 files
+BF16_TYPES = frozenset(S.NATIVE_TYPES - {S.F32, S.F16})
 FOREVER = 1 << 30
 
 Clock = Callable[[], float]
-_MEASURED: dict[str, dict[str, dict[str, Fit]]] = {}  # cache file (or "None") -> fits this process holds
+_MEASURED: dict[
+    str, dict[str, dict[str, Fit]]
+] = {}  # cache file (or "None") -> fits this process holds
 # run(path, one weight matrix, rows of x): one product the way `path` computes it
 Run = Callable[[str, S.EmMat, int], None]
 
@@ -87,6 +102,7 @@ class KernelChoice:
         run: Run,
         threads: Callable[[], int],
         clock: Clock = time.process_time,
+        bf16: bool = False,  # the CPU multiplies bfloat16 in hardware: the bf16 path is a choice
     ) -> None:
         self.path, self.machine, self.run, self.threads, self.clock = (
             path,
@@ -95,12 +111,14 @@ class KernelChoice:
             threads,
             clock,
         )
+        self.paths = tuple(p for p in SIZES if bf16 or p != "bf16")
         self.fits = _MEASURED.setdefault(str(path), {})  # once per process, saved or not
         self.fits.update(self._load())
         self._crossover: dict[tuple[int, int], int] = {}
 
     def key(self, qtype: int, cols: int) -> str:
-        return f"{self.machine}|t{self.threads()}|q{qtype}|c{cols}"
+        bf16 = "|bf16" if "bf16" in self.paths else ""
+        return f"{self.machine}|t{self.threads()}|q{qtype}|c{cols}{bf16}"
 
     def part_fits(self, part: S.EmMat) -> dict[str, Fit]:
         """The three paths' fits for this part's type and columns (measured once)."""
@@ -118,9 +136,18 @@ class KernelChoice:
             for i in range(desc.n_parts)
         )
 
-    def prefers_native(self, desc: S.EmLinear, tokens: int) -> bool:
-        """Native kernels (tiled at this size) over a dense float32 matmul for this batch."""
-        return self.cost(desc, "gemm", tokens) <= self.cost(desc, "dense", tokens)
+    def prefill_path(self, desc: S.EmLinear, tokens: int) -> str:
+        """The cheapest way to multiply this batch: "native" (the kernels, tiled at this size),
+        "dense" (float32 matmul) or, where measured and every part's type allows (BF16_TYPES),
+        "bf16"; native on a tie."""
+        costs = {
+            "native": self.cost(desc, "gemm", tokens),
+            "dense": self.cost(desc, "dense", tokens),
+        }
+        types = {int(desc.part[i].type) for i in range(desc.n_parts)}
+        if "bf16" in self.paths and types <= BF16_TYPES:
+            costs["bf16"] = self.cost(desc, "bf16", tokens)
+        return min(costs, key=lambda p: (costs[p], p != "native"))
 
     def gemm_min_rows(self, descs: list[S.EmLinear]) -> int:
         """From how many activation rows the tiled matmul beats the one-row dots over these
@@ -156,10 +183,11 @@ class KernelChoice:
 
     def _measure(self, part: S.EmMat) -> tuple[dict[str, Fit], bool]:
         """The fits, and whether every time in them was confirmed by a second run."""
-        rows = min(int(part.rows), SLICE_ROWS)
-        sliced = S.EmMat(part.data, part.row_bytes, part.type, rows, part.cols, 0)
         fits, confirmed = {}, True
-        for path, (m1, m2) in SIZES.items():
+        for path in self.paths:
+            m1, m2 = SIZES[path]
+            rows = min(int(part.rows), SLICE_ROWS)
+            sliced = S.EmMat(part.data, part.row_bytes, part.type, rows, part.cols, 0)
             (t1, ok1), (t2, ok2) = self._time(path, sliced, m1), self._time(path, sliced, m2)
             fits[path] = fit_two(m1, t1 / rows, m2, t2 / rows)
             confirmed = confirmed and ok1 and ok2
@@ -225,11 +253,12 @@ class KernelChoice:
 
 
 def kernel_run(kernels: Kernels) -> Run:
-    """The real products: the one-row dots, the tiled matmul, or dequantize + float32 matmul
-    (QLinear's dense prefill path), on random activations."""
+    """The real products: the one-row dots, the tiled matmul, dequantize + float32 matmul
+    (QLinear's dense prefill path) or bfloat16 chunks (bf16_product), on random activations."""
     import torch
 
     from ember.engine.runners.torch.layers.act_rounding import dense_product, output_blocks
+    from ember.engine.runners.torch.layers.bf16_product import bf16_product
     from ember.engine.runners.torch.native.kernels import NativeLinear
 
     xs: dict[tuple[int, int], torch.Tensor] = {}
@@ -243,6 +272,9 @@ def kernel_run(kernels: Kernels) -> Run:
         x = xs[tokens, part.cols]
         if path == "dense":
             dense_product(x, kernels.dequantize(lin), output_blocks(desc))
+            return
+        if path == "bf16":
+            bf16_product(kernels, lin, x)
             return
         with kernels.gemm_rows(1 if path == "gemm" else FOREVER):
             kernels.linear(lin, x)
@@ -266,4 +298,5 @@ def measured_choice(kernels: Kernels, build: NativeBuild, cache_dir: Path | None
     # the build's hash too: a kernel that changed is measured again, not judged by the old fits
     machine = f"{this_cpu().model}|{build.isa}|{build.features}|{build.key}"
     path = root / "kernel_choice.json" if root is not None else None
-    return KernelChoice(path, machine, kernel_run(kernels), torch.get_num_threads)
+    bf16 = bool(BF16_FLAGS & this_cpu().flags)
+    return KernelChoice(path, machine, kernel_run(kernels), torch.get_num_threads, bf16=bf16)

@@ -142,10 +142,10 @@ class Kernels:
         if self.choice is not None:
             self.set_gemm_min_rows(self.choice.gemm_min_rows(descs))
 
-    def prefers_native(self, w: NativeLinear, rows: int) -> bool:
-        """Whether a batch of `rows` activation rows runs faster on the native kernels than as a
-        dense float32 matmul here (measured; without a choice, dense, as before it existed)."""
-        return self.choice is not None and self.choice.prefers_native(w.desc, rows)
+    def prefill_path(self, w: NativeLinear, rows: int) -> str:
+        """How a batch of `rows` activation rows runs fastest here: "native", "dense" (float32
+        matmul) or "bf16" (choice.py, measured; without a choice, dense, as before it existed)."""
+        return "dense" if self.choice is None else self.choice.prefill_path(w.desc, rows)
 
     def linear(self, w: NativeLinear, x: torch.Tensor) -> torch.Tensor:
         """x (M, in) float32 -> (M, out) float32 = x W^T (+ b), 8-bit activations."""
@@ -193,6 +193,19 @@ class Kernels:
             C.byref(part), row0, n_rows, out.data_ptr(), torch.get_num_threads()
         )
         return out
+
+    def dequantize_bf16(
+        self, part: S.EmMat, row0: int, out: torch.Tensor, scratch: torch.Tensor
+    ) -> None:
+        """Rows row0 .. row0 + len(out) of one matrix into out (n, cols) bfloat16: float32 as
+        dequantize() gives them, rounded to nearest even (scratch: float32, threads * cols)."""
+        threads = torch.get_num_threads()
+        assert out.dtype == torch.bfloat16 and out.is_contiguous() and out.shape[1] == part.cols
+        assert scratch.dtype == torch.float32 and scratch.numel() >= threads * part.cols
+        assert 0 <= row0 and row0 + out.shape[0] <= part.rows
+        self.lib.em_dequant_rows_bf16(
+            C.byref(part), row0, out.shape[0], out.data_ptr(), scratch.data_ptr(), threads
+        )
 
     def gather(self, mat: S.EmMat, ids: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
         """Rows ids (int) of mat as float32 (len(ids), cols), times scale."""

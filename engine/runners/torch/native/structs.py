@@ -118,6 +118,9 @@ def declare(lib: C.CDLL) -> None:
     ]
     lib.em_linear_forward.restype = C.c_int
     lib.em_dequant_rows.argtypes = [C.POINTER(EmMat), C.c_int64, C.c_int64, C.c_void_p, C.c_int32]
+    lib.em_dequant_rows_bf16.argtypes = [
+        C.POINTER(EmMat), C.c_int64, C.c_int64, C.c_void_p, C.c_void_p, C.c_int32,
+    ]  # fmt: skip
     lib.em_gather_rows.argtypes = [C.POINTER(EmMat), I32P, C.c_int32, C.c_void_p, C.c_float]
     lib.em_forward.argtypes = [C.POINTER(EmModel), C.POINTER(EmStep), C.c_void_p]
     lib.em_forward.restype = C.c_int

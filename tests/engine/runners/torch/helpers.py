@@ -79,15 +79,15 @@ def greedy(
 
 
 class _PinnedChoice:
-    """A kernel choice that sends every prompt-sized batch one way (native or dense) and keeps
-    the measured crossover between the native kernels' own tiled and one-row products (which
-    agree bit for bit, so it only changes speed)."""
+    """A kernel choice that sends every prompt-sized batch one way (native, dense or bf16) and
+    keeps the measured crossover between the native kernels' own tiled and one-row products
+    (which agree bit for bit, so it only changes speed)."""
 
-    def __init__(self, native: bool, measured: Any) -> None:
-        self.native, self.measured = native, measured
+    def __init__(self, path: str, measured: Any) -> None:
+        self.path, self.measured = path, measured
 
-    def prefers_native(self, desc: Any, tokens: int) -> bool:
-        return self.native
+    def prefill_path(self, desc: Any, tokens: int) -> str:
+        return self.path
 
     def gemm_min_rows(self, descs: Any) -> int:
         return int(self.measured.gemm_min_rows(descs))
@@ -95,14 +95,14 @@ class _PinnedChoice:
 
 @contextmanager
 def prefill_path(runner: Any, path: str) -> Iterator[None]:
-    """Run prompt-sized batches on one numeric path, "native" (the GGUF blocks) or "dense"
-    (float32 matmuls over dequantized weights), instead of the per-linear mix a timing
+    """Run prompt-sized batches on one numeric path, "native" (the GGUF blocks), "dense"
+    (float32 matmuls over dequantized weights) or "bf16" (bfloat16 chunks), instead of the per-linear mix a timing
     measurement picks on this machine (native/choice.py): fidelity checks each path alike."""
-    assert path in ("native", "dense"), path
+    assert path in ("native", "dense", "bf16"), path
     kernels = runner.kernels
     assert kernels is not None and kernels.choice is not None, "the native kernels are off"
     measured = kernels.choice
-    kernels.choice = _PinnedChoice(path == "native", measured)
+    kernels.choice = _PinnedChoice(path, measured)
     try:
         yield
     finally:

@@ -64,14 +64,30 @@ def reference_ppl(starter_reference: tuple[list[int], np.ndarray]) -> float:
     return float(np.exp(mean_nll(expected, ids)))
 
 
-# A 513-token prefill's linears run natively or as dense float32 matmuls, each chosen by a
-# timing measured on this machine (native/choice.py). The two paths agree per product to ~3e-7
+# A 513-token prefill's linears run natively, as dense float32 matmuls or (on CPUs with bfloat16
+# hardware) as bfloat16 matmuls, each chosen by a timing measured on this machine
+# (native/choice.py). The two paths agree per product to ~3e-7
 # but not in their last bits, and through 18 layers of 8-bit activation steps that moves the
 # logits by ~0.2 on average: the same spread as llama.cpp's own one-token vs batched paths (its
 # perplexity on this text: 17.204 batched, 17.296 one token at a time, 96.1% top-1 agreement;
 # 2026-12-03, AVX2). A per-linear mix landed at 1.26%, past the floor, while each path alone
 # is within it (native 0.81%, dense 0.37%), so each path is checked alone, pinned.
-@pytest.fixture(scope="module", params=["native", "dense"])
+def _bf16_hardware() -> bool:
+    from ember.engine.runners.torch.native.choice import BF16_FLAGS
+    from ember.engine.runners.torch.native.isa import this_cpu
+
+    return bool(BF16_FLAGS & this_cpu().flags)
+
+
+BF16 = pytest.param(
+    "bf16",
+    marks=pytest.mark.skipif(
+        not _bf16_hardware(), reason="this CPU has no bfloat16 hardware: no bf16 prefill path"
+    ),
+)
+
+
+@pytest.fixture(scope="module", params=["native", "dense", BF16])
 def starter_scores(
     request: pytest.FixtureRequest,
     starter_reference: tuple[list[int], np.ndarray],
@@ -108,6 +124,7 @@ def test_starter_perplexity_within_1pct_of_llamacpp(
 #   Intel Xeon, AVX-512 VNNI, against llama.cpp's AVX-512 build (2026-12-05):
 #     avx512 and avx2 (identical)              native 0.9376 (481),   0.9552 (490)
 #                                              dense 0.9649 (495)
+#                                              bf16 0.9415 (483), perplexity 1.0015x
 #     portable C                               native 0.9396 (482)    0.9493 (487)
 # The reference moves too: llama.cpp's AVX-512 kernels sum in another order than its AVX2 ones,
 # and the same torch path (avx2, native prompt) scored 0.9630 against one and 0.9376 against the

@@ -119,6 +119,8 @@ int em_linear_forward(const em_linear *w, const float *x, int64_t ldx, int32_t m
                       int64_t ldy, int32_t n_threads);
 void em_dequant_rows(const em_mat *w, int64_t row0, int64_t n_rows, float *out,
                      int32_t n_threads);
+void em_dequant_rows_bf16(const em_mat *w, int64_t row0, int64_t n_rows, uint16_t *out,
+                          float *scratch, int32_t n_threads);
 void em_gather_rows(const em_mat *w, const int32_t *ids, int32_t n, float *out, float scale);
 void em_set_gemm_min_rows(int32_t n); /* linear.c: tiled matmul from this many activation rows */
 int32_t em_gemm_min_rows(void);

@@ -24,7 +24,7 @@ from ember.engine.runners.torch.runner import TorchOptions, TorchRunner
 from tests.conftest import TEST_CACHE
 
 # microseconds per weight row: fixed + per token (dots win below 8 rows, dense above 180)
-COSTS = {"dots": (0.1, 1.0), "gemm": (4.0, 0.5), "dense": (40.0, 0.3)}
+COSTS = {"dots": (0.1, 1.0), "gemm": (4.0, 0.5), "dense": (40.0, 0.3), "bf16": (20.0, 0.1)}
 
 
 @pytest.fixture(autouse=True)
@@ -57,8 +57,12 @@ def linear(*parts: tuple[int, int, int]) -> S.EmLinear:
     return desc
 
 
-def chooser(path: Path | None, fake: FakeMachine, threads: int = 2) -> KernelChoice:
-    return KernelChoice(path, "Test CPU|avx2|avx2 fma", fake.run, lambda: threads, fake.clock)
+def chooser(
+    path: Path | None, fake: FakeMachine, threads: int = 2, bf16: bool = False
+) -> KernelChoice:
+    return KernelChoice(
+        path, "Test CPU|avx2|avx2 fma", fake.run, lambda: threads, fake.clock, bf16=bf16
+    )
 
 
 def test_decisions_follow_the_measurements(tmp_path: Path) -> None:
@@ -66,17 +70,39 @@ def test_decisions_follow_the_measurements(tmp_path: Path) -> None:
     choice = chooser(tmp_path / "choice.json", fake)
     qkv = linear((S.Q4_K, 2048, 2048), (S.Q4_K, 512, 2048), (S.Q6_K, 512, 2048))
     assert choice.gemm_min_rows([qkv]) == 8  # 0.1 + m > 4 + m / 2 from m = 8
-    assert choice.prefers_native(qkv, 64) and choice.prefers_native(qkv, 180)
-    assert not choice.prefers_native(qkv, 200) and not choice.prefers_native(qkv, 2048)
+    # 4 + m / 2 < 40 + 3 m / 10 below 180 rows (at 180 a tie, decided by float rounding)
+    assert choice.prefill_path(qkv, 64) == choice.prefill_path(qkv, 179) == "native"
+    assert choice.prefill_path(qkv, 181) == choice.prefill_path(qkv, 2048) == "dense"
+    assert "bf16" not in choice.part_fits(qkv.part[0])  # no bfloat16 hardware: not measured
     fit = choice.part_fits(qkv.part[0])["gemm"]
     assert fit.fixed == pytest.approx(4e-6) and fit.per_token == pytest.approx(0.5e-6)
+
+
+def test_bf16_is_a_choice_where_the_cpu_has_it(tmp_path: Path) -> None:
+    """With bfloat16 hardware the bf16 path is measured too, cached under its own key (a file
+    written without it is not read for it), and taken where it measured cheapest."""
+    path = tmp_path / "choice.json"
+    fake = FakeMachine()
+    down = linear((S.Q6_K, 2048, 8192))
+    plain = chooser(path, fake).prefill_path(down, 4096)
+    assert plain == "dense"
+    choice = chooser(path, fake, bf16=True)
+    # 4 + m / 2 < 20 + m / 10 below 40 rows; 20 + m / 10 < 40 + 3 m / 10 always
+    assert choice.prefill_path(down, 39) == "native" and choice.prefill_path(down, 41) == "bf16"
+    assert choice.prefill_path(down, 4096) == "bf16"
+    fits = json.loads(path.read_text())["fits"]
+    key = f"Test CPU|avx2|avx2 fma|t2|q{S.Q6_K}|c8192"
+    assert set(fits) == {key, f"{key}|bf16"}
+    assert set(fits[f"{key}|bf16"]) == {"dots", "gemm", "dense", "bf16"}
+    # a float16 part keeps its 11-bit mantissas: never bfloat16, however cheap
+    assert choice.prefill_path(linear((S.Q6_K, 2048, 8192), (S.F16, 64, 8192)), 4096) == "dense"
 
 
 def test_fits_are_cached_per_machine_and_read_back(tmp_path: Path) -> None:
     path = tmp_path / "choice.json"
     fake = FakeMachine()
     down = linear((S.Q6_K, 2048, 8192))
-    assert chooser(path, fake).prefers_native(down, 64)
+    assert chooser(path, fake).prefill_path(down, 64) == "native"
     measured = fake.calls
     assert measured > 0
     data = json.loads(path.read_text())
@@ -87,10 +113,10 @@ def test_fits_are_cached_per_machine_and_read_back(tmp_path: Path) -> None:
         "dense",
     }
     again = chooser(path, fake)  # another process on this machine: read, not measured
-    assert again.prefers_native(down, 64) and not again.prefers_native(down, 4096)
+    assert again.prefill_path(down, 64) == "native" and again.prefill_path(down, 4096) == "dense"
     assert again.gemm_min_rows([down]) == 8
     assert fake.calls == measured
-    chooser(path, fake, threads=1).prefers_native(down, 64)  # a new thread count is measured
+    chooser(path, fake, threads=1).prefill_path(down, 64)  # a new thread count is measured
     assert fake.calls == 2 * measured
     assert len(json.loads(path.read_text())["fits"]) == 2
 
@@ -102,7 +128,7 @@ def test_an_unreadable_file_is_measured_again_and_rewritten(
     path.write_text('{"version": 1, "fits": {"x": {"gemm": [1]}}')  # cut short
     fake = FakeMachine()
     with caplog.at_level(logging.WARNING):
-        assert chooser(path, fake).prefers_native(linear((S.Q4_K, 64, 256)), 64)
+        assert chooser(path, fake).prefill_path(linear((S.Q4_K, 64, 256)), 64) == "native"
     assert [r.getMessage() for r in caplog.records] == [
         f"{path}: unreadable kernel choices (Expecting ',' delimiter: line 1 column 44 "
         "(char 43)); measuring again"
@@ -129,7 +155,7 @@ def test_an_unconfirmed_measurement_decides_but_is_not_cached(tmp_path: Path) ->
     calls = stalled.calls
     chooser(path, stalled).gemm_min_rows([linear((S.Q4_K, 64, 256))])  # same process: held
     assert stalled.calls == calls
-    never = FakeMachine({"dots": (0.0, 0.1), "gemm": (4.0, 0.5), "dense": (40.0, 0.3)})
+    never = FakeMachine({**COSTS, "dots": (0.0, 0.1)})
     assert chooser(None, never).gemm_min_rows([linear((S.Q4_K, 64, 256))]) == FOREVER
 
 
@@ -178,9 +204,12 @@ def test_a_runner_writes_the_file_on_its_first_prompt_and_reads_it_next_time(
         for i in range(d.n_parts)
     }
     machine = f"{this_cpu().model}|{build.isa}|{build.features}|{build.key}|t1"
+    bf16 = "|bf16" if native_choice.BF16_FLAGS & this_cpu().flags else ""
     libraries = [lib.name for lib in (tmp_path / "native").glob("ember_native_*.so")]
     assert build.key and any(build.key in name for name in libraries), (build.key, libraries)
-    assert keys == {f"{machine}|q{t}|c{c}" for t, c in parts}
+    assert keys == {f"{machine}|q{t}|c{c}{bf16}" for t, c in parts}
+    paths = {p for fits in json.loads(cache.read_text())["fits"].values() for p in fits}
+    assert paths == {"dots", "gemm", "dense"} | ({"bf16"} if bf16 else set())
     assert runner.kernels.gemm_min_rows == runner.kernels.choice.gemm_min_rows(
         runner.native_linears
     )
