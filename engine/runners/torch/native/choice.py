@@ -24,8 +24,8 @@ where it is 2.3x faster). A time is the best of runs repeated for BUDGET_S
 stalled one: such fits serve this process but are not cached, so the next process measures again.
 Fits are cached in a JSON file beside the compiled kernels (under Ember's cache dir), keyed by
 the CPU model, the ISA build and its hash (sources, compiler, flags), the thread count, the type
-and the columns; a new key is measured on first use, in tens of milliseconds, and never again on
-this machine.
+and the columns; a new key is measured on first use (0.1-0.5 s: each path's two sizes, a few
+runs each) and never again on this machine.
 """
 
 from __future__ import annotations
@@ -49,18 +49,29 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-VERSION = 3  # 2: CPU time (1 was wall time); 3: the bf16 path, torch paths on 2048 rows
-# weight rows a measurement multiplies (per-row costs are what is fitted), as many as a real
-# linear has, or nearly: the torch paths pay per call for the whole batch (rounding it,
-# converting it, the result's layout), which thousands of rows share, and a small slice stays in
-# cache where the whole matrix does not. On 256 rows bf16 looked 5x dearer per row than on 2048
-# (Xeon, the 1.2B model's gate_up, 256 tokens: 37.8 vs 7.7 ns a row and token) and the tiled
-# matmul half as dear as it is on a 3B model's 3072 x 8192 down projection.
-SLICE_ROWS = 2048
+VERSION = 3  # 2: CPU time (1 was wall time); 3: prompt paths apart (native, dense, bf16)
+# Weight rows a measurement multiplies (per-row costs are what is fitted). The one-row dots and
+# the tiled matmul at a few rows (the crossover between them: "dots", "gemm") on 256 rows, as
+# ever. The prompt-sized paths ("native": the kernels at 64-256 rows, "dense", "bf16") on as many
+# rows as a real linear has, or nearly: the torch paths pay per call for the whole batch
+# (rounding it, converting it, the result's layout), which thousands of rows share, and a small
+# slice stays in cache where the whole matrix does not. On 256 rows bf16 looked 5x dearer per
+# row than on 2048 (Xeon, the 1.2B model's gate_up, 256 tokens: 37.8 vs 7.7 ns a row and token)
+# and the tiled matmul half as dear as on a 3B model's whole 3072 x 8192 down projection; but
+# "gemm" fitted on 2048 rows at 16 and 128 tokens grows faster than linearly (the activations
+# leave the cache) and its line then undercut the dots at one row: decode steps went tiled and
+# the 1.2B model decoded at 0.6x instead of 1.3x llama.cpp's.
+SLICE_ROWS = {"dots": 256, "gemm": 256, "native": 2048, "dense": 2048, "bf16": 2048}
 MIN_REPEATS, MAX_REPEATS = 3, 20  # runs per time, within BUDGET_S
 BUDGET_S = 0.1
 AGREE = 1.25
-SIZES = {"dots": (4, 16), "gemm": (16, 128), "dense": (64, 256), "bf16": (64, 256)}  # rows timed
+SIZES = {  # activation rows timed
+    "dots": (4, 16),
+    "gemm": (16, 128),
+    "native": (64, 256),
+    "dense": (64, 256),
+    "bf16": (64, 256),
+}
 BF16_FLAGS = frozenset({"amx_bf16", "avx512_bf16", "bf16"})  # /proc/cpuinfo: bf16 in hardware
 # weights bfloat16 holds as well as the file does: quantized blocks (4-8 bit codes, whose own
 # steps dwarf bfloat16's 2^-9) and bfloat16 itself; never float32 or float16 files
@@ -141,7 +152,7 @@ class KernelChoice:
         "dense" (float32 matmul) or, where measured and every part's type allows (BF16_TYPES),
         "bf16"; native on a tie."""
         costs = {
-            "native": self.cost(desc, "gemm", tokens),
+            "native": self.cost(desc, "native", tokens),
             "dense": self.cost(desc, "dense", tokens),
         }
         types = {int(desc.part[i].type) for i in range(desc.n_parts)}
@@ -186,7 +197,7 @@ class KernelChoice:
         fits, confirmed = {}, True
         for path in self.paths:
             m1, m2 = SIZES[path]
-            rows = min(int(part.rows), SLICE_ROWS)
+            rows = min(int(part.rows), SLICE_ROWS[path])
             sliced = S.EmMat(part.data, part.row_bytes, part.type, rows, part.cols, 0)
             (t1, ok1), (t2, ok2) = self._time(path, sliced, m1), self._time(path, sliced, m2)
             fits[path] = fit_two(m1, t1 / rows, m2, t2 / rows)
@@ -276,7 +287,7 @@ def kernel_run(kernels: Kernels) -> Run:
         if path == "bf16":
             bf16_product(kernels, lin, x)
             return
-        with kernels.gemm_rows(1 if path == "gemm" else FOREVER):
+        with kernels.gemm_rows(1 if path in ("gemm", "native") else FOREVER):
             kernels.linear(lin, x)
 
     return run

@@ -24,7 +24,13 @@ from ember.engine.runners.torch.runner import TorchOptions, TorchRunner
 from tests.conftest import TEST_CACHE
 
 # microseconds per weight row: fixed + per token (dots win below 8 rows, dense above 180)
-COSTS = {"dots": (0.1, 1.0), "gemm": (4.0, 0.5), "dense": (40.0, 0.3), "bf16": (20.0, 0.1)}
+COSTS = {
+    "dots": (0.1, 1.0),
+    "gemm": (4.0, 0.5),  # the tiled matmul at a few rows, on small slices (the crossover)
+    "native": (4.0, 0.5),  # the same kernels at prompt sizes, on large slices
+    "dense": (40.0, 0.3),
+    "bf16": (20.0, 0.1),
+}
 
 
 @pytest.fixture(autouse=True)
@@ -78,6 +84,24 @@ def test_decisions_follow_the_measurements(tmp_path: Path) -> None:
     assert fit.fixed == pytest.approx(4e-6) and fit.per_token == pytest.approx(0.5e-6)
 
 
+def test_prompts_and_steps_are_judged_on_their_own_slices(tmp_path: Path) -> None:
+    """The tiled matmul at a few rows (the decode crossover) is timed on 256-row slices, at
+    prompt sizes on 2048 rows like the torch paths: each decision reads its own measurement."""
+    seen: dict[str, set[int]] = {}
+
+    class Recording(FakeMachine):
+        def run(self, path: str, part: S.EmMat, tokens: int) -> None:
+            seen.setdefault(path, set()).add(int(part.rows))
+            super().run(path, part, tokens)
+
+    fake = Recording({**COSTS, "native": (40.0, 0.5)})  # whole matrices: dearer than slices
+    choice = chooser(tmp_path / "choice.json", fake)
+    down = linear((S.Q4_K, 3072, 8192))
+    assert choice.gemm_min_rows([down]) == 8  # from "gemm", as before
+    assert choice.prefill_path(down, 64) == "dense"  # 40 + 19.2 < 40 + 32
+    assert seen == {"dots": {256}, "gemm": {256}, "native": {2048}, "dense": {2048}}
+
+
 def test_bf16_is_a_choice_where_the_cpu_has_it(tmp_path: Path) -> None:
     """With bfloat16 hardware the bf16 path is measured too, cached under its own key (a file
     written without it is not read for it), and taken where it measured cheapest."""
@@ -93,7 +117,7 @@ def test_bf16_is_a_choice_where_the_cpu_has_it(tmp_path: Path) -> None:
     fits = json.loads(path.read_text())["fits"]
     key = f"Test CPU|avx2|avx2 fma|t2|q{S.Q6_K}|c8192"
     assert set(fits) == {key, f"{key}|bf16"}
-    assert set(fits[f"{key}|bf16"]) == {"dots", "gemm", "dense", "bf16"}
+    assert set(fits[f"{key}|bf16"]) == {"dots", "gemm", "native", "dense", "bf16"}
     # a float16 part keeps its 11-bit mantissas: never bfloat16, however cheap
     assert choice.prefill_path(linear((S.Q6_K, 2048, 8192), (S.F16, 64, 8192)), 4096) == "dense"
 
@@ -110,6 +134,7 @@ def test_fits_are_cached_per_machine_and_read_back(tmp_path: Path) -> None:
     assert set(data["fits"][f"Test CPU|avx2|avx2 fma|t2|q{S.Q6_K}|c8192"]) == {
         "dots",
         "gemm",
+        "native",
         "dense",
     }
     again = chooser(path, fake)  # another process on this machine: read, not measured
@@ -209,7 +234,7 @@ def test_a_runner_writes_the_file_on_its_first_prompt_and_reads_it_next_time(
     assert build.key and any(build.key in name for name in libraries), (build.key, libraries)
     assert keys == {f"{machine}|q{t}|c{c}{bf16}" for t, c in parts}
     paths = {p for fits in json.loads(cache.read_text())["fits"].values() for p in fits}
-    assert paths == {"dots", "gemm", "dense"} | ({"bf16"} if bf16 else set())
+    assert paths == {"dots", "gemm", "native", "dense"} | ({"bf16"} if bf16 else set())
     assert runner.kernels.gemm_min_rows == runner.kernels.choice.gemm_min_rows(
         runner.native_linears
     )
