@@ -134,7 +134,7 @@ class KernelChoice:
     def part_fits(self, part: S.EmMat) -> dict[str, Fit]:
         """The three paths' fits for this part's type and columns (measured once)."""
         key = self.key(int(part.type), int(part.cols))
-        if key not in self.fits:
+        if not set(self.paths) <= set(self.fits.get(key, {})):  # new, or written without a path
             self.fits[key], confirmed = self._measure(part)
             if confirmed:
                 self._save(key)

@@ -161,6 +161,17 @@ def test_an_unreadable_file_is_measured_again_and_rewritten(
     assert fake.calls > 0 and len(json.loads(path.read_text())["fits"]) == 1
 
 
+def test_a_key_written_without_a_path_is_measured_again(tmp_path: Path) -> None:
+    path = tmp_path / "choice.json"
+    key = f"Test CPU|avx2|avx2 fma|t2|q{S.Q4_K}|c256"
+    old = {p: [1e-6, 1e-7] for p in ("dots", "gemm", "dense")}  # no "native"
+    path.write_text(json.dumps({"version": native_choice.VERSION, "fits": {key: old}}))
+    fake = FakeMachine()
+    assert chooser(path, fake).prefill_path(linear((S.Q4_K, 64, 256)), 64) == "native"
+    assert fake.calls > 0
+    assert "native" in json.loads(path.read_text())["fits"][key]
+
+
 class StallingMachine(FakeMachine):
     """Every run of the one-row dots stalls by a different whole time slice but one."""
 
