@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-VERSION = 3  # 2: CPU time (1 was wall time); 3: prompt paths apart (native, dense, bf16)
+VERSION = 4  # 2: CPU time (1 was wall time); 3: prompt paths apart; 4: gemm timed at 4 and 64 rows
 # Weight rows a measurement multiplies (per-row costs are what is fitted). The one-row dots and
 # the tiled matmul at a few rows (the crossover between them: "dots", "gemm") on 256 rows, as
 # ever. The prompt-sized paths ("native": the kernels at 64-256 rows, "dense", "bf16") on as many
@@ -67,7 +67,7 @@ BUDGET_S = 0.1
 AGREE = 1.25
 SIZES = {  # activation rows timed
     "dots": (4, 16),
-    "gemm": (16, 128),
+    "gemm": (4, 64),
     "native": (64, 256),
     "dense": (64, 256),
     "bf16": (64, 256),
@@ -179,13 +179,18 @@ class KernelChoice:
             def tiled_wins(m: int) -> bool:
                 return g0 + g1 * m <= d0 + d1 * m
 
-            if tiled_wins(1):
-                rows = 1
+            # never below the fewest rows the tiled matmul was timed at: its line through 4
+            # and 64 rows says nothing of one (a line through 16 and 128 rows, whose fixed
+            # part came out 0, sent the starter's one-token decode steps tiled: 20 tok/s
+            # instead of 60, Xeon)
+            fewest = SIZES["gemm"][0]
+            if tiled_wins(fewest):
+                rows = fewest
             elif g1 >= d1:
-                rows = FOREVER  # dearer at one row and per row
+                rows = FOREVER  # dearer where timed and per row
             else:  # the first m where the lines cross (rounding checked both ways)
-                rows = min(FOREVER, max(2, math.ceil((g0 - d0) / (d1 - g1))))
-                while rows > 2 and tiled_wins(rows - 1):
+                rows = min(FOREVER, max(fewest, math.ceil((g0 - d0) / (d1 - g1))))
+                while rows > fewest and tiled_wins(rows - 1):
                     rows -= 1
                 while rows < FOREVER and not tiled_wins(rows):
                     rows += 1

@@ -161,6 +161,13 @@ def test_an_unreadable_file_is_measured_again_and_rewritten(
     assert fake.calls > 0 and len(json.loads(path.read_text())["fits"]) == 1
 
 
+def test_steps_below_the_fewest_timed_rows_stay_on_the_dots() -> None:
+    """A tiled matmul cheaper than the dots wherever it was timed (from 4 rows) still leaves
+    the 1-3 row steps (decoding, a draft or two) to the dots: its line says nothing there."""
+    cheap = FakeMachine({**COSTS, "gemm": (0.0, 0.2)})
+    assert chooser(None, cheap).gemm_min_rows([linear((S.Q4_K, 64, 256))]) == 4
+
+
 def test_a_key_written_without_a_path_is_measured_again(tmp_path: Path) -> None:
     path = tmp_path / "choice.json"
     key = f"Test CPU|avx2|avx2 fma|t2|q{S.Q4_K}|c256"
