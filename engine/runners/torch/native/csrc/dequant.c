@@ -165,7 +165,7 @@ static void q4_k_bf16(const uint8_t *row, uint16_t *out, int32_t cols) {
 
 /* Q6_K rows straight to bfloat16, row_q6_k's operations per lane */
 static void q6_k_bf16(const uint8_t *row, uint16_t *out, int32_t cols) {
-    const __m128i low4 = _mm_set1_epi8(0x0f), two = _mm_set1_epi8(3);
+    const __m128i low4 = _mm_set1_epi8(0x0f), low2 = _mm_set1_epi8(3);
     const __m512i bias = _mm512_set1_epi32(32);
     for (int32_t b = 0; b < cols / 256; b++) {
         const uint8_t *p = row + 210 * b, *ql = p, *qh = p + 128;
@@ -178,7 +178,7 @@ static void q6_k_bf16(const uint8_t *row, uint16_t *out, int32_t cols) {
                     __m128i l4 = _mm_loadu_si128((const __m128i *)(lo + 16 * h));
                     __m128i h2 = _mm_loadu_si128((const __m128i *)(hi + 16 * h));
                     l4 = _mm_and_si128(s >= 2 ? _mm_srli_epi16(l4, 4) : l4, low4);
-                    h2 = _mm_slli_epi16(_mm_and_si128(_mm_srl_epi16(h2, _mm_cvtsi32_si128(2 * s)), two), 4);
+                    h2 = _mm_slli_epi16(_mm_and_si128(_mm_srl_epi16(h2, _mm_cvtsi32_si128(2 * s)), low2), 4);
                     const __m512i q = _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm_or_si128(l4, h2)), bias);
                     const __m512 dl = _mm512_set1_ps(d * (float)sc[8 * n + 2 * s + h]);
                     store_bf16x16(out + 256 * b + 128 * n + 32 * s + 16 * h,
