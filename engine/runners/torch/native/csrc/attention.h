@@ -5,6 +5,10 @@
 #include "ember_native.h"
 
 #define EM_KEY_CHUNK 128 /* keys per attention task */
+#define EM_KEY_BATCH 8   /* keys whose rows are loaded and used together (divides EM_KEY_CHUNK) */
+
+/* floats of per-thread scratch em_attend_chunk needs: the scores, then a batch of rows */
+#define EM_ATTEND_SCRATCH(g, d) ((g) * EM_KEY_CHUNK + EM_KEY_BATCH * (d))
 
 typedef struct {
     const float *q;          /* (N, q_stride): query heads of each token, RoPE applied */

@@ -66,7 +66,7 @@ static int alloc_buffers(const em_model *m, const em_step *s, buffers *B) {
     const int64_t chunks = (max_keys + EM_KEY_CHUNK - 1) / EM_KEY_CHUNK;
     memset(B, 0, sizeof(*B));
     B->n_tasks_max = (int32_t)(N * m->n_kv * chunks);
-    B->scratch_per_thread = (int32_t)(g * EM_KEY_CHUNK + D);
+    B->scratch_per_thread = (int32_t)EM_ATTEND_SCRATCH(g, D);
     B->x = malloc(sizeof(float) * N * H);
     B->h = malloc(sizeof(float) * N * H);
     B->y = malloc(sizeof(float) * N * H);
