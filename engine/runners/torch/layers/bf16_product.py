@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import numpy as np
 import torch
 
 from ember.engine.runners.torch.layers.act_rounding import block_of, rounded
@@ -60,7 +59,7 @@ def bf16_product(kernels: Kernels, native: NativeLinear, x: torch.Tensor) -> tor
             torch.mm(chunk[:n], xs[block], out=product[:n])  # (n, T)
             y[:, start + r : start + r + n].copy_(product[:n].t())
         start += int(part.rows)
-    if desc.out_map:  # part row i is output column out_map[i]
-        perm = np.ctypeslib.as_array(desc.out_map, (native.out_features,))
-        y = torch.empty_like(y).index_copy_(1, torch.from_numpy(perm).long(), y)
+    perm = native.out_permutation()
+    if perm is not None:  # part row i is output column perm[i]
+        y = torch.empty_like(y).index_copy_(1, perm, y)
     return y

@@ -85,6 +85,15 @@ class NativeLinear:
     def in_features(self) -> int:
         return int(self.desc.part[0].cols)
 
+    def out_permutation(self) -> torch.Tensor | None:
+        """The output order (part row i is output out_map[i]) as int64 indices, or None where
+        the parts' rows are already the outputs in order."""
+        if not self.desc.out_map:
+            return None
+        return torch.from_numpy(
+            np.ctypeslib.as_array(self.desc.out_map, (self.out_features,))
+        ).long()
+
 
 def make_linear(
     parts: list[tuple[Any, int, tuple[int, ...]]],
@@ -175,11 +184,9 @@ class Kernels:
             part = w.desc.part[i]
             self.lib.em_dequant_rows(C.byref(part), 0, part.rows, out[row].data_ptr(), threads)
             row += part.rows
-        if w.desc.out_map:
-            perm = torch.from_numpy(np.ctypeslib.as_array(w.desc.out_map, (w.out_features,)))
-            out = torch.empty_like(out).index_copy_(0, perm.long(), out)
-        if w.desc.bias:
-            pass  # the bias is added by the caller's linear
+        perm = w.out_permutation()
+        if perm is not None:  # the bias is added by the caller's linear
+            out = torch.empty_like(out).index_copy_(0, perm, out)
         return out
 
     def dequantize_rows(self, w: NativeLinear, row0: int, n_rows: int) -> torch.Tensor:
