@@ -73,6 +73,9 @@ SIZES = {  # activation rows timed
     "bf16": (64, 256),
 }
 BF16_FLAGS = frozenset({"amx_bf16", "avx512_bf16", "bf16"})  # /proc/cpuinfo: bf16 in hardware
+# the builds of CPUs that can have it: a forced avx2 or portable build (EMBER_ISA) runs as a CPU
+# without bfloat16 hardware would, so its tests and benchmarks see what such a machine sees
+BF16_ISAS = frozenset({"avx512", "neon"})
 # weights bfloat16 holds as well as the file does: quantized blocks (4-8 bit codes, whose own
 # steps dwarf bfloat16's 2^-9) and bfloat16 itself; never float32 or float16 files
 BF16_TYPES = frozenset(S.NATIVE_TYPES - {S.F32, S.F16})
@@ -298,6 +301,12 @@ def kernel_run(kernels: Kernels) -> Run:
     return run
 
 
+def offers_bf16(isa: str, flags: frozenset[str] | set[str]) -> bool:
+    """Whether the bf16 path is one of the choices: bfloat16 hardware under an ISA build that
+    goes with it."""
+    return isa in BF16_ISAS and bool(BF16_FLAGS & flags)
+
+
 def measured_choice(kernels: Kernels, build: NativeBuild, cache_dir: Path | None) -> KernelChoice:
     """The choice for this library on this machine, its fits cached in cache_dir (the compiled
     kernels' folder; None: the private temporary folder they use then)."""
@@ -314,5 +323,5 @@ def measured_choice(kernels: Kernels, build: NativeBuild, cache_dir: Path | None
     # the build's hash too: a kernel that changed is measured again, not judged by the old fits
     machine = f"{this_cpu().model}|{build.isa}|{build.features}|{build.key}"
     path = root / "kernel_choice.json" if root is not None else None
-    bf16 = bool(BF16_FLAGS & this_cpu().flags)
+    bf16 = offers_bf16(build.isa, this_cpu().flags)
     return KernelChoice(path, machine, kernel_run(kernels), torch.get_num_threads, bf16=bf16)

@@ -122,6 +122,16 @@ def test_bf16_is_a_choice_where_the_cpu_has_it(tmp_path: Path) -> None:
     assert choice.prefill_path(linear((S.Q6_K, 2048, 8192), (S.F16, 64, 8192)), 4096) == "dense"
 
 
+def test_bf16_is_offered_with_the_hardware_under_the_builds_that_go_with_it() -> None:
+    """An AMX Xeon forced to the avx2 build (EMBER_ISA) runs as an AVX2 machine would: no bf16."""
+    assert native_choice.offers_bf16("avx512", {"avx512f", "amx_bf16"})
+    assert native_choice.offers_bf16("avx512", {"avx512_bf16"})
+    assert native_choice.offers_bf16("neon", {"asimd", "bf16"})
+    assert not native_choice.offers_bf16("avx512", {"avx512f", "avx512_vnni"})
+    assert not native_choice.offers_bf16("avx2", {"avx2", "amx_bf16", "avx512_bf16"})
+    assert not native_choice.offers_bf16("portable", {"amx_bf16"})
+
+
 def test_fits_are_cached_per_machine_and_read_back(tmp_path: Path) -> None:
     path = tmp_path / "choice.json"
     fake = FakeMachine()
@@ -247,7 +257,7 @@ def test_a_runner_writes_the_file_on_its_first_prompt_and_reads_it_next_time(
         for i in range(d.n_parts)
     }
     machine = f"{this_cpu().model}|{build.isa}|{build.features}|{build.key}|t1"
-    bf16 = "|bf16" if native_choice.BF16_FLAGS & this_cpu().flags else ""
+    bf16 = "|bf16" if native_choice.offers_bf16(build.isa, this_cpu().flags) else ""
     libraries = [lib.name for lib in (tmp_path / "native").glob("ember_native_*.so")]
     assert build.key and any(build.key in name for name in libraries), (build.key, libraries)
     assert keys == {f"{machine}|q{t}|c{c}{bf16}" for t, c in parts}
