@@ -275,6 +275,25 @@ def format_table(rows: list[Paired], threads: int, rounds: int, ours: str = "tor
     return "\n".join(lines)
 
 
+def machine_line() -> str:
+    """The machine every figure comes from: the CPU, Ember's native ISA build (and whether its
+    bf16 prefill path is offered) and the CPU features llama.cpp was built with."""
+    import llama_cpp
+
+    from ember.engine.runners.torch.native.choice import offers_bf16
+    from ember.engine.runners.torch.native.isa import choose, this_cpu
+
+    cpu, isa = this_cpu(), choose().name
+    bf16 = ", bf16 prefill path" if offers_bf16(isa, cpu.flags) else ""
+    info = llama_cpp.llama_print_system_info().decode("utf-8", "replace")
+    cpu_part = next((p for p in info.split("CPU :")[1:2]), info)
+    features = [f.split("=")[0].strip() for f in cpu_part.split("|") if f.strip().endswith("= 1")]
+    return (
+        f"machine: {cpu.model or 'unknown CPU'} ({cpu.machine}); Ember native ISA {isa}{bf16}; "
+        f"llama.cpp built for {' '.join(features) or 'unknown features'}"
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     from ember.models.registry.starter import starter_path
 
@@ -312,9 +331,10 @@ def main(argv: list[str] | None = None) -> None:
     ours = args.ours if args.ours != "engine" else f"engine ({args.engine_runner}, {args.sampling})"
     if args.json:
         out: dict[str, Any] = {"threads": args.threads, "rounds": args.rounds, "model": str(path),
-                               "clock": args.clock}  # fmt: skip
+                               "clock": args.clock, "machine": machine_line()}  # fmt: skip
         print(json.dumps({**out, "ours": ours, "rows": [asdict(p) for p in rows]}))
     else:
+        print(machine_line())
         print(f"clock: {args.clock}; " + format_table(rows, args.threads, args.rounds, ours))
 
 

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ember.engine.runners.torch.native.isa import choose
+
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_paired.py"
 
 
@@ -22,6 +24,9 @@ def test_paired_rounds_on_a_tiny_model(tiny_models: Any) -> None:
     table = json.loads(out.stdout.strip().splitlines()[-1])
     metrics = [row["metric"] for row in table["rows"]]
     assert metrics == ["prefill tok/s (16 tokens)", "decode tok/s (bursts of 2)"]
+    # every figure names its machine: the native ISA Ember ran and llama.cpp's build
+    assert f"Ember native ISA {choose().name}" in table["machine"], table["machine"]
+    assert "llama.cpp built for " in table["machine"] and "unknown features" not in table["machine"]
     for row in table["rows"]:
         assert len(row["ratios"]) == 3 and all(r > 0 for r in row["ratios"])
         assert row["ours_tok_s"] > 0 and row["llama_tok_s"] > 0
