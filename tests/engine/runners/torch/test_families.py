@@ -18,7 +18,7 @@ from ember.engine.runners.torch.runner import TorchOptions, TorchRunner
 from tests.fixtures.llama_reference import llama_logits
 from tests.fixtures.tiny_families import FAMILY_ARCHS, PHI3_ORIGINAL_CONTEXT
 
-from .helpers import decode_logits, prefill_logits
+from .helpers import decode_logits, prefill_logits, prefill_path
 
 F32 = TorchOptions(device="cpu", dtype="float32", weight_format="dense", head_format="dense")
 TOLERANCE = 1e-3  # max |logit difference| against transformers in float32
@@ -95,27 +95,48 @@ def test_phi3_long_context_uses_the_long_factors(tiny_models: Any) -> None:
 QTYPES = ["F16", "Q8_0", "Q4_0", "Q4_K_M", "Q6_K"]
 # llama, qwen2 and qwen3's tiny models have near ties llama.cpp's rounding breaks the other way
 # (measured top-1 0.938-1.0, top-5 >= 0.97; every miss within 0.25 of llama.cpp's best logit,
-# rows spanning ~52): their floor is lower, and each miss must be such a tie
+# rows spanning ~52): their floor is lower. Every family's misses must be such ties: on each
+# pinned prompt path the largest measured was 0.38 (mistral3 Q6_K, bf16; Xeon AVX-512)
 OLDER_ARCHS, OLDER_TOP1, NEAR_TIE = ("llama", "qwen2", "qwen3"), 0.93, 0.5
 
 
+def prompt_paths(runner: TorchRunner, qtype: str) -> list[str]:
+    """The numeric paths a prompt-sized batch can take on this machine for this file's weights
+    (native/choice.py): the native kernels, float32 matmuls, and bfloat16 chunks where the CPU
+    has bfloat16 hardware and the type is a quantized one (never F16 or F32 files)."""
+    kernels = runner.kernels
+    assert kernels is not None and kernels.choice is not None, "the native kernels are off"
+    offered = "bf16" in kernels.choice.paths and qtype != "F16"  # BF16_TYPES: the quantized
+    return ["native", "dense", *(["bf16"] if offered else [])]
+
+
 def against_llamacpp(tiny_models: Any, arch: str, qtype: str) -> list[tuple[float, float, float]]:
-    """(top-1, top-5 overlap, worst miss in logits) of prefill and of decode against llama.cpp
-    on the same file, with the runner's defaults (native kernels and the one-call decode step
-    where they build); printed, as the README's families table quotes them."""
+    """(top-1, top-5 overlap, worst miss in logits) of prefill on each prompt path, pinned, and
+    of decode (the native step) against llama.cpp on the same file; printed, as the README's
+    families table quotes them. The runner picks a prompt path per linear shape by a timing
+    measured on this machine (native/choice.py); on these tiny models' near ties a mix can land
+    a token or two either side of every pure path (mistral3 Q4_0, Xeon AVX-512: 0.922-0.984 over
+    all 243 mixes of its five shapes, each path alone 0.953, every miss within 0.2 logits), so
+    each path is checked alone, as test_vs_llamacpp checks the starter's, and every miss of
+    every path must be a near tie."""
     path = tiny_models.gguf(arch, qtype)
     ids = _ids(64, seed=3)
     expected = llama_logits(path, ids)  # a 256-token context (llama.cpp pads to 256)
     runner = TorchRunner.load(path, TorchOptions(device="cpu"))
+    runs = []
+    for prompt_path in prompt_paths(runner, qtype):
+        with prefill_path(runner, prompt_path):
+            got = prefill_logits(runner, ids, num_blocks=SHORT_BLOCKS)
+        runs.append((f"prefill ({prompt_path})", got, expected))
+    decoded = decode_logits(runner, ids, prefill=32, num_blocks=SHORT_BLOCKS)
+    runs.append(("decode", decoded, expected[31:]))
     out = []
-    for phase, got, ref in (
-        ("prefill", prefill_logits(runner, ids, num_blocks=SHORT_BLOCKS), expected),
-        ("decode", decode_logits(runner, ids, prefill=32, num_blocks=SHORT_BLOCKS), expected[31:]),
-    ):
+    for phase, got, ref in runs:
         top1, top5 = agreement(got, ref)
         worst = float((ref.max(-1) - ref[np.arange(len(got)), got.argmax(-1)]).max())
         print(
-            f"{arch} {qtype} {phase} vs llama.cpp: top-1 {top1:.3f} top-5 {top5:.3f} worst miss {worst:.3f}"
+            f"{arch} {qtype} {phase} vs llama.cpp, ISA {choose().name}: top-1 {top1:.3f} "
+            f"top-5 {top5:.3f} worst miss {worst:.3f}"
         )
         out.append((top1, top5, worst))
     return out
@@ -125,8 +146,8 @@ def against_llamacpp(tiny_models: Any, arch: str, qtype: str) -> list[tuple[floa
 @pytest.mark.parametrize("arch", FAMILY_ARCHS)
 def test_agrees_with_llamacpp(tiny_models: Any, arch: str, qtype: str) -> None:
     """Greedy next-token top-1 and top-5 against llama.cpp on the same file."""
-    for top1, top5, _ in against_llamacpp(tiny_models, arch, qtype):
-        assert top1 >= TOP1 and top5 >= TOP5, (arch, qtype, top1, top5)
+    for top1, top5, worst in against_llamacpp(tiny_models, arch, qtype):
+        assert top1 >= TOP1 and top5 >= TOP5 and worst <= NEAR_TIE, (arch, qtype, top1, top5, worst)
 
 
 @pytest.mark.parametrize("qtype", QTYPES)
