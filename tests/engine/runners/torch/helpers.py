@@ -87,10 +87,23 @@ class _PinnedChoice:
         self.path, self.measured = path, measured
 
     def prefill_path(self, desc: Any, tokens: int) -> str:
-        return self.path
+        """The pinned path; bf16 only where the measured choice could take it (every part's
+        type in BF16_TYPES: never F16 or F32 weights), the native kernels elsewhere."""
+        from ember.engine.runners.torch.native.choice import BF16_TYPES
+
+        types = {int(desc.part[i].type) for i in range(desc.n_parts)}
+        return "native" if self.path == "bf16" and not types <= BF16_TYPES else self.path
 
     def gemm_min_rows(self, descs: Any) -> int:
         return int(self.measured.gemm_min_rows(descs))
+
+
+def prompt_paths(runner: Any) -> list[str]:
+    """The numeric paths a prompt-sized batch can take on this machine (native/choice.py): the
+    native kernels, float32 matmuls, and bfloat16 chunks where the CPU has bfloat16 hardware."""
+    kernels = runner.kernels
+    assert kernels is not None and kernels.choice is not None, "the native kernels are off"
+    return ["native", "dense", *(["bf16"] if "bf16" in kernels.choice.paths else [])]
 
 
 @contextmanager

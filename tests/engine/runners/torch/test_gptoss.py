@@ -21,7 +21,7 @@ from ember.engine.runners.torch.runner import TorchOptions, TorchRunner
 from ember.models.errors import ModelFileError
 from tests.fixtures.llama_reference import llama_logits
 
-from .helpers import decode_logits, prefill_logits
+from .helpers import decode_logits, prefill_logits, prefill_path, prompt_paths
 
 if TYPE_CHECKING:
     from ember.engine.runners.torch.model import DecoderLayer
@@ -114,18 +114,20 @@ def test_gguf_matches_llamacpp_with_a_float32_cache(tiny_gptoss: Any) -> None:
 
 @pytest.mark.parametrize("qtype", ["F16", "Q8_0", "MXFP4", "MXFP4_MOE"])
 def test_agrees_with_llamacpp(tiny_gptoss: Any, qtype: str) -> None:
-    """Greedy next-token top-1 and top-5 against llama.cpp on the same file, prefill and decode,
-    with the runner's defaults (native linears where the kernels build, MXFP4 experts packed
-    exactly into int8 groups)."""
+    """Greedy next-token top-1 and top-5 against llama.cpp on the same file, prefill on each
+    prompt path pinned and decode, with the runner's defaults otherwise (native linears where
+    the kernels build, MXFP4 experts packed exactly into int8 groups)."""
     path, ids = tiny_gptoss.gguf(qtype), _ids(64, seed=3)
     expected = llama_logits(path, ids)
     runner = TorchRunner.load(path, TorchOptions(device="cpu"))
-    for got, ref in (
-        (prefill_logits(runner, ids), expected),
-        (decode_logits(runner, ids, prefill=32), expected[31:]),
-    ):
+    runs = []
+    for prompt_path in prompt_paths(runner):  # each alone, as test_families checks them
+        with prefill_path(runner, prompt_path):
+            runs.append((f"prefill ({prompt_path})", prefill_logits(runner, ids), expected))
+    runs.append(("decode", decode_logits(runner, ids, prefill=32), expected[31:]))
+    for phase, got, ref in runs:
         top1, top5 = _agreement(got, ref)
-        print(f"gpt-oss {qtype} vs llama.cpp: top-1 {top1:.3f} top-5 {top5:.3f}")
+        print(f"gpt-oss {qtype} {phase} vs llama.cpp: top-1 {top1:.3f} top-5 {top5:.3f}")
         assert top1 >= TOP1 and top5 >= TOP5, (qtype, top1, top5)
         assert _worst_miss(got, ref) <= MARGIN, (qtype, _worst_miss(got, ref))
 

@@ -14,7 +14,7 @@ from ember.engine.runners.torch.layers.moe import Expert, MoEFFN
 from ember.engine.runners.torch.runner import TorchOptions, TorchRunner
 from tests.fixtures.llama_reference import llama_logits
 
-from .helpers import decode_logits, prefill_logits
+from .helpers import decode_logits, prefill_logits, prefill_path, prompt_paths
 
 if TYPE_CHECKING:
     from ember.engine.runners.torch.model import DecoderLayer
@@ -70,18 +70,21 @@ def _agreement(got: np.ndarray, expected: np.ndarray) -> tuple[float, float]:
 
 @pytest.mark.parametrize("qtype", ["F16", "Q8_0", "Q4_0", "Q4_K_M", "Q6_K"])
 def test_tiny_moe_agrees_with_llamacpp(tiny_models: Any, qtype: str) -> None:
-    """Greedy next-token top-1 and top-5 against llama.cpp on the same file, prefill and decode
-    (the runner's defaults: native kernels where a compiler exists)."""
+    """Greedy next-token top-1 and top-5 against llama.cpp on the same file, prefill on each
+    prompt path pinned and decode (the runner's defaults: native kernels where a compiler
+    exists)."""
     path = tiny_models.gguf("qwen3moe", qtype)
     ids = [int(x) for x in np.random.default_rng(3).integers(3, 200, 64)]
     expected = llama_logits(path, ids)
     runner = TorchRunner.load(path, TorchOptions(device="cpu"))
-    for got, ref in (
-        (prefill_logits(runner, ids), expected),
-        (decode_logits(runner, ids, prefill=32), expected[31:]),
-    ):
+    runs = []
+    for prompt_path in prompt_paths(runner):  # each alone, as test_families checks them
+        with prefill_path(runner, prompt_path):
+            runs.append((f"prefill ({prompt_path})", prefill_logits(runner, ids), expected))
+    runs.append(("decode", decode_logits(runner, ids, prefill=32), expected[31:]))
+    for phase, got, ref in runs:
         top1, top5 = _agreement(got, ref)
-        print(f"qwen3moe {qtype} vs llama.cpp: top-1 {top1:.3f} top-5 {top5:.3f}")
+        print(f"qwen3moe {qtype} {phase} vs llama.cpp: top-1 {top1:.3f} top-5 {top5:.3f}")
         assert top1 >= TOP1 and top5 >= TOP5, (qtype, top1, top5)
 
 
