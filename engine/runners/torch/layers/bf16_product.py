@@ -8,10 +8,13 @@ each chunk multiplies the whole batch at once:
 
     y[:, rows] = (W[rows] (n, in) @ x^T (in, T))^T     (n, T) per chunk, into y (T, out)
 
-x is first rounded as the native kernels round it (act_rounding), then to bfloat16; the
-products accumulate in float32 inside the matmul and are stored as bfloat16, so y differs
-from the float32 path by bfloat16 steps (2^-9 relative) where that path differs by summation
-order only. Whether this path runs is measured per shape (native/choice.py, path "bf16").
+x goes to bfloat16 as it is, not through the native kernels' 8-bit rounding first (act_rounding,
+which the float32 path keeps): two roundings in a row cost the starter 1.6-1.8 points of top-1
+agreement with llama.cpp on its 512-token text (0.941 against 0.957-0.959 unrounded, Xeon) and
+put its perplexity at 1.006-1.014x llama.cpp's depending on the attention kernel's summation
+order and the thread count, against 0.994-0.997x. The products accumulate in float32 inside
+the matmul and are stored as bfloat16, so y differs from the float32 path by bfloat16 steps
+(2^-9 relative). Whether this path runs is measured per shape (native/choice.py, path "bf16").
 """
 
 from __future__ import annotations
@@ -19,8 +22,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import torch
-
-from ember.engine.runners.torch.layers.act_rounding import block_of, rounded
 
 if TYPE_CHECKING:
     from ember.engine.runners.torch.native.kernels import Kernels, NativeLinear
@@ -45,18 +46,15 @@ def bf16_product(kernels: Kernels, native: NativeLinear, x: torch.Tensor) -> tor
     chunk = torch.empty(rows, cols, dtype=torch.bfloat16)
     scratch = torch.empty(torch.get_num_threads() * cols, dtype=torch.float32)
     product = torch.empty(rows, tokens, dtype=torch.bfloat16)
-    xs: dict[int, torch.Tensor] = {}  # activation block -> x rounded, as bfloat16 (in, T)
+    xt = x.to(torch.bfloat16).t()  # (in, T)
     y = torch.empty(tokens, native.out_features, dtype=torch.float32)  # in the parts' order
     start = 0
     for i in range(desc.n_parts):
         part = desc.part[i]
-        block = block_of(int(part.type))
-        if block not in xs:
-            xs[block] = rounded(x.float(), block).to(torch.bfloat16).t()
         for r in range(0, int(part.rows), rows):
             n = min(rows, int(part.rows) - r)
             kernels.dequantize_bf16(part, r, chunk[:n], scratch)
-            torch.mm(chunk[:n], xs[block], out=product[:n])  # (n, T)
+            torch.mm(chunk[:n], xt, out=product[:n])  # (n, T)
             y[:, start + r : start + r + n].copy_(product[:n].t())
         start += int(part.rows)
     perm = native.out_permutation()

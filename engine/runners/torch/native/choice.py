@@ -76,9 +76,12 @@ BF16_FLAGS = frozenset({"amx_bf16", "avx512_bf16", "bf16"})  # /proc/cpuinfo: bf
 # the builds of CPUs that can have it: a forced avx2 or portable build (EMBER_ISA) runs as a CPU
 # without bfloat16 hardware would, so its tests and benchmarks see what such a machine sees
 BF16_ISAS = frozenset({"avx512", "neon"})
-# weights bfloat16 holds as well as the file does: quantized blocks (4-8 bit codes, whose own
-# steps dwarf bfloat16's 2^-9) and bfloat16 itself; never float32 or float16 files
-BF16_TYPES = frozenset(S.NATIVE_TYPES - {S.F32, S.F16})
+# weights bfloat16 holds as well as the file does: quantized blocks of 4-6 bit codes (a weight
+# rounded to bfloat16 moves by at most 2^-9 of itself: 1/16 of a Q6_K code step at the largest
+# code, 1/64 of a Q4 one) and bfloat16 itself; never float32 or float16 files, nor Q8_0, whose
+# 127 codes it moves by up to a quarter step (with the bf16 path on its Q8_0 attention the tiny
+# gpt-oss flipped an expert choice against llama.cpp: a miss 3.45 logits below its best)
+BF16_TYPES = frozenset(S.NATIVE_TYPES - {S.F32, S.F16, S.Q8_0})
 FOREVER = 1 << 30
 
 Clock = Callable[[], float]

@@ -1,6 +1,7 @@
 """The bf16 prefill path (layers/bf16_product.py): weight rows dequantized straight to bfloat16
 equal the float32 rows rounded by torch, bit for bit, and the chunked product of fused parts
-lands every output column where the float32 product puts it, within bfloat16 steps."""
+lands every output column where the float32 product of the unrounded activations puts it,
+within bfloat16 steps."""
 
 from __future__ import annotations
 
@@ -11,11 +12,7 @@ from gguf import GGMLQuantizationType
 
 from ember.engine.runners.torch.layers import bf16_product as B
 from ember.engine.runners.torch.native.kernels import Kernels, make_linear, mat_of
-from tests.engine.runners.torch.native.test_kernels import (
-    TYPES,
-    reference_weights,
-    rounded_activations,
-)
+from tests.engine.runners.torch.native.test_kernels import TYPES, reference_weights
 from tests.models.quants.quant_blocks import random_tensor
 
 T = GGMLQuantizationType
@@ -52,19 +49,15 @@ def test_chunks_of_fused_parts_land_in_their_columns(
     lin = make_linear([(r, int(t), (n, cols)) for r, t, n in parts], out_map=out_map)
     x = torch.randn(70, cols, generator=torch.Generator().manual_seed(4))
     fused = torch.cat(
-        [
-            rounded_activations(x, t).double() @ reference_weights(r, t, n, cols).double().T
-            for r, t, n in parts
-        ],
+        [x.double() @ reference_weights(r, t, n, cols).double().T for r, t, n in parts],
         dim=1,
     )
     expected = torch.empty_like(fused)
     expected[:, torch.from_numpy(out_map)] = fused
     got = B.bf16_product(kernels, lin, x)
     assert got.dtype == torch.float32 and got.shape == (70, 72)
-    # bfloat16 keeps 8 significant bits: each product and the stored sums move by 2^-9
-    # relative; a column in the wrong place or a part's activations rounded for another
-    # block would be off by the columns' whole size
+    # bfloat16 keeps 8 significant bits: x, the weights and the stored sums move by 2^-9
+    # relative each; a column in the wrong place would be off by the columns' whole size
     error = (got.double() - expected).abs() / expected.abs().amax(0)
     assert error.max() < 1e-2, float(error.max())
     assert error.mean() > 0  # bfloat16, not float32, did run

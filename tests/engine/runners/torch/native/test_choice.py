@@ -120,6 +120,8 @@ def test_bf16_is_a_choice_where_the_cpu_has_it(tmp_path: Path) -> None:
     assert set(fits[f"{key}|bf16"]) == {"dots", "gemm", "native", "dense", "bf16"}
     # a float16 part keeps its 11-bit mantissas: never bfloat16, however cheap
     assert choice.prefill_path(linear((S.Q6_K, 2048, 8192), (S.F16, 64, 8192)), 4096) == "dense"
+    # nor Q8_0, whose 127 codes bfloat16 moves by up to a quarter step
+    assert choice.prefill_path(linear((S.Q8_0, 2048, 8192)), 4096) == "dense"
 
 
 def test_bf16_is_offered_with_the_hardware_under_the_builds_that_go_with_it() -> None:
