@@ -11,7 +11,7 @@ import torch
 
 from ember.engine.runners.base import ForwardBatch
 from ember.engine.runners.torch.device_decode import decode_batch, one_token_steps
-from ember.engine.runners.torch.layers.attention import attend, attend_sdpa
+from ember.engine.runners.torch.layers.attention import attend, attend_matmuls, attend_sdpa
 from ember.engine.runners.torch.runner import TorchOptions, TorchRunner
 
 from .helpers import SimpleSeq, scattered_blocks
@@ -54,8 +54,9 @@ def test_sdpa_matches_explicit_attention(causal: bool) -> None:
     if not causal:
         mask &= ~torch.eye(6, dtype=torch.bool).roll(1, 0)  # some other pattern
         mask[0, 0] = True
-    want = attend(q, k, v, mask, 0.25, None)
+    want = attend_matmuls(q, k, v, mask, 0.25, None, None)
     torch.testing.assert_close(attend_sdpa(q, k, v, mask, 0.25), want, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(attend(q, k, v, mask, 0.25, None), want, rtol=1e-4, atol=1e-5)
 
 
 def test_reference_options_never_take_the_device_path(tiny_models: Any) -> None:
