@@ -13,10 +13,15 @@ is float32 summation order, ~1e-7 relative, not 8-bit steps of ~0.4%.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import torch
 
 from ember.engine.runners.torch.native import structs as S
+
+if TYPE_CHECKING:
+    from ember.engine.runners.torch.native.kernels import NativeLinear
 
 
 def round_blocks(x: torch.Tensor, block: int, half_scale: bool) -> torch.Tensor:
@@ -41,15 +46,17 @@ def rounded(x: torch.Tensor, block: int) -> torch.Tensor:
     return x if block == 0 else round_blocks(x, block, half_scale=block == 32)
 
 
-def output_blocks(desc: S.EmLinear) -> np.ndarray:
+def output_blocks(native: NativeLinear) -> np.ndarray:
     """Per fused output column (after the output map), its part's activation block."""
+    desc = native.desc
     per_row = np.concatenate(
         [np.full(desc.part[i].rows, block_of(desc.part[i].type)) for i in range(desc.n_parts)]
     )
-    if not desc.out_map:
+    perm = native.out_permutation()
+    if perm is None:
         return per_row
     columns = np.empty_like(per_row)
-    columns[np.ctypeslib.as_array(desc.out_map, (len(per_row),))] = per_row
+    columns[perm.numpy()] = per_row
     return columns
 
 

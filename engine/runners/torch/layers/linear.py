@@ -125,7 +125,7 @@ class QLinear(nn.Module):
                 return self._chunked_float(x)
             else:
                 w = self.kernels.dequantize(self.native)
-                y = dense_product(x.float(), w, output_blocks(self.native.desc))
+                y = dense_product(x.float(), w, output_blocks(self.native))
         elif self.dense is not None:
             y = torch.nn.functional.linear(x, self.dense)
         elif self.dense_fn is not None and x.shape[0] >= DENSE_PREFILL_TOKENS:

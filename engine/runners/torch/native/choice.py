@@ -293,7 +293,7 @@ def kernel_run(kernels: Kernels) -> Run:
             xs[tokens, part.cols] = torch.randn(tokens, part.cols)
         x = xs[tokens, part.cols]
         if path == "dense":
-            dense_product(x, kernels.dequantize(lin), output_blocks(desc))
+            dense_product(x, kernels.dequantize(lin), output_blocks(lin))
             return
         if path == "bf16":
             bf16_product(kernels, lin, x)
