@@ -92,9 +92,16 @@ def test_sigkill_halfway_then_resume(hub: HubServer, data: bytes, ember_home: Pa
     assert served <= len(data) + HEADER_PEEK_BYTES
 
 
+def _as_at_a_terminal() -> None:
+    """Ctrl-C reaches a terminal's foreground process with SIGINT at its default; a test run
+    started in the background (`.ci/run &` from a script) inherits it ignored, and Python then
+    leaves it ignored: the pull would wait out its 30 s read timeout instead."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_leaves_resumable_state(hub: HubServer, data: bytes, ember_home: Path) -> None:
     _stall_at_half(hub, data)
-    proc = _pull(hub)
+    proc = _pull(hub, preexec_fn=_as_at_a_terminal)
     _wait_part_size(proc, _part(ember_home), len(data) // 2)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
