@@ -106,6 +106,21 @@ def prompt_paths(runner: Any) -> list[str]:
     return ["native", "dense", *(["bf16"] if "bf16" in kernels.choice.paths else [])]
 
 
+def agreement_runs(
+    runner: Any, ids: list[int], expected: np.ndarray, num_blocks: int = 64
+) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """(phase, our logits, the reference's rows) for a check against llama.cpp's `expected`
+    over ids: one prefill on each prompt path alone, pinned (a per-linear mix picked by timing
+    moves a tiny model's near ties), then decode one token at a time after 32 prefilled."""
+    runs = []
+    for path in prompt_paths(runner):
+        with prefill_path(runner, path):
+            got = prefill_logits(runner, ids, num_blocks=num_blocks)
+        runs.append((f"prefill ({path})", got, expected))
+    decoded = decode_logits(runner, ids, prefill=32, num_blocks=num_blocks)
+    return [*runs, ("decode", decoded, expected[31:])]
+
+
 @contextmanager
 def prefill_path(runner: Any, path: str) -> Iterator[None]:
     """Run prompt-sized batches on one numeric path, "native" (the GGUF blocks), "dense"

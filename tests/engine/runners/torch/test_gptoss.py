@@ -21,7 +21,7 @@ from ember.engine.runners.torch.runner import TorchOptions, TorchRunner
 from ember.models.errors import ModelFileError
 from tests.fixtures.llama_reference import llama_logits
 
-from .helpers import decode_logits, prefill_logits, prefill_path, prompt_paths
+from .helpers import agreement_runs, decode_logits, prefill_logits
 
 if TYPE_CHECKING:
     from ember.engine.runners.torch.model import DecoderLayer
@@ -120,11 +120,7 @@ def test_agrees_with_llamacpp(tiny_gptoss: Any, qtype: str) -> None:
     path, ids = tiny_gptoss.gguf(qtype), _ids(64, seed=3)
     expected = llama_logits(path, ids)
     runner = TorchRunner.load(path, TorchOptions(device="cpu"))
-    runs = []
-    for prompt_path in prompt_paths(runner):  # each alone, as test_families checks them
-        with prefill_path(runner, prompt_path):
-            runs.append((f"prefill ({prompt_path})", prefill_logits(runner, ids), expected))
-    runs.append(("decode", decode_logits(runner, ids, prefill=32), expected[31:]))
+    runs = agreement_runs(runner, ids, expected)
     for phase, got, ref in runs:
         top1, top5 = _agreement(got, ref)
         print(f"gpt-oss {qtype} {phase} vs llama.cpp: top-1 {top1:.3f} top-5 {top5:.3f}")

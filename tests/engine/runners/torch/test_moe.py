@@ -14,7 +14,7 @@ from ember.engine.runners.torch.layers.moe import Expert, MoEFFN
 from ember.engine.runners.torch.runner import TorchOptions, TorchRunner
 from tests.fixtures.llama_reference import llama_logits
 
-from .helpers import decode_logits, prefill_logits, prefill_path, prompt_paths
+from .helpers import agreement_runs, prefill_logits
 
 if TYPE_CHECKING:
     from ember.engine.runners.torch.model import DecoderLayer
@@ -77,11 +77,7 @@ def test_tiny_moe_agrees_with_llamacpp(tiny_models: Any, qtype: str) -> None:
     ids = [int(x) for x in np.random.default_rng(3).integers(3, 200, 64)]
     expected = llama_logits(path, ids)
     runner = TorchRunner.load(path, TorchOptions(device="cpu"))
-    runs = []
-    for prompt_path in prompt_paths(runner):  # each alone, as test_families checks them
-        with prefill_path(runner, prompt_path):
-            runs.append((f"prefill ({prompt_path})", prefill_logits(runner, ids), expected))
-    runs.append(("decode", decode_logits(runner, ids, prefill=32), expected[31:]))
+    runs = agreement_runs(runner, ids, expected)
     for phase, got, ref in runs:
         top1, top5 = _agreement(got, ref)
         print(f"qwen3moe {qtype} {phase} vs llama.cpp: top-1 {top1:.3f} top-5 {top5:.3f}")
