@@ -12,9 +12,11 @@ x goes to bfloat16 as it is, not through the native kernels' 8-bit rounding firs
 which the float32 path keeps): two roundings in a row cost the starter 1.6-1.8 points of top-1
 agreement with llama.cpp on its 512-token text (0.941 against 0.957-0.959 unrounded, Xeon) and
 put its perplexity at 1.006-1.014x llama.cpp's depending on the attention kernel's summation
-order and the thread count, against 0.994-0.997x. The products accumulate in float32 inside
-the matmul and are stored as bfloat16, so y differs from the float32 path by bfloat16 steps
-(2^-9 relative). Whether this path runs is measured per shape (native/choice.py, path "bf16").
+order and the thread count, against 0.993-0.997x (with the fused prompt attention: 1.012x
+against 0.993x, the 1% bar between them). The products accumulate in float32 inside the
+matmul and are stored as bfloat16, so y differs from the float32 path by bfloat16 steps (2^-9
+relative). Whether this path runs is measured per shape (native/choice.py, path "bf16"; never
+for F32, F16 or Q8_0 weights: choice.BF16_TYPES).
 """
 
 from __future__ import annotations
