@@ -161,8 +161,7 @@ class KernelChoice:
             "native": self.cost(desc, "native", tokens),
             "dense": self.cost(desc, "dense", tokens),
         }
-        types = {int(desc.part[i].type) for i in range(desc.n_parts)}
-        if "bf16" in self.paths and types <= BF16_TYPES:
+        if "bf16" in self.paths and bf16_holds(desc):
             costs["bf16"] = self.cost(desc, "bf16", tokens)
         return min(costs, key=lambda p: (costs[p], p != "native"))
 
@@ -302,6 +301,11 @@ def kernel_run(kernels: Kernels) -> Run:
             kernels.linear(lin, x)
 
     return run
+
+
+def bf16_holds(desc: S.EmLinear) -> bool:
+    """Whether bfloat16 holds every part of this linear as well as the file does (BF16_TYPES)."""
+    return all(int(desc.part[i].type) in BF16_TYPES for i in range(desc.n_parts))
 
 
 def offers_bf16(isa: str, flags: frozenset[str] | set[str]) -> bool:

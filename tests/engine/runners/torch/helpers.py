@@ -87,12 +87,11 @@ class _PinnedChoice:
         self.path, self.measured = path, measured
 
     def prefill_path(self, desc: Any, tokens: int) -> str:
-        """The pinned path; bf16 only where the measured choice could take it (every part's
-        type in BF16_TYPES: never F16 or F32 weights), the native kernels elsewhere."""
-        from ember.engine.runners.torch.native.choice import BF16_TYPES
+        """The pinned path; bf16 only where the measured choice could take it (choice.bf16_holds:
+        never F16, F32 or Q8_0 weights), the native kernels elsewhere."""
+        from ember.engine.runners.torch.native.choice import bf16_holds
 
-        types = {int(desc.part[i].type) for i in range(desc.n_parts)}
-        return "native" if self.path == "bf16" and not types <= BF16_TYPES else self.path
+        return "native" if self.path == "bf16" and not bf16_holds(desc) else self.path
 
     def gemm_min_rows(self, descs: Any) -> int:
         return int(self.measured.gemm_min_rows(descs))
@@ -104,6 +103,14 @@ def prompt_paths(runner: Any) -> list[str]:
     kernels = runner.kernels
     assert kernels is not None and kernels.choice is not None, "the native kernels are off"
     return ["native", "dense", *(["bf16"] if "bf16" in kernels.choice.paths else [])]
+
+
+def agreement(got: np.ndarray, expected: np.ndarray) -> tuple[float, float]:
+    """(top-1 agreement, mean top-5 overlap) of two logit matrices, row by row."""
+    top1 = float((got.argmax(-1) == expected.argmax(-1)).mean())
+    ours, theirs = np.argsort(-got, -1)[:, :5], np.argsort(-expected, -1)[:, :5]
+    top5 = float(np.mean([len(set(a) & set(b)) / 5 for a, b in zip(ours, theirs, strict=True)]))
+    return top1, top5
 
 
 def agreement_runs(

@@ -21,7 +21,7 @@ from ember.engine.runners.torch.runner import TorchOptions, TorchRunner
 from ember.models.errors import ModelFileError
 from tests.fixtures.llama_reference import llama_logits
 
-from .helpers import agreement_runs, decode_logits, prefill_logits
+from .helpers import agreement, agreement_runs, decode_logits, prefill_logits
 
 if TYPE_CHECKING:
     from ember.engine.runners.torch.model import DecoderLayer
@@ -61,13 +61,6 @@ def _worst_miss(got: np.ndarray, expected: np.ndarray) -> float:
     """How far below the reference's best logit our top pick is, at worst (0: all agree)."""
     rows = np.arange(len(got))
     return float((expected.max(-1) - expected[rows, got.argmax(-1)]).max())
-
-
-def _agreement(got: np.ndarray, expected: np.ndarray) -> tuple[float, float]:
-    top1 = float((got.argmax(-1) == expected.argmax(-1)).mean())
-    ours, theirs = np.argsort(-got, -1)[:, :5], np.argsort(-expected, -1)[:, :5]
-    top5 = float(np.mean([len(set(a) & set(b)) / 5 for a, b in zip(ours, theirs, strict=True)]))
-    return top1, top5
 
 
 def _truncated(folder: Path, tmp: Path) -> Path:
@@ -122,7 +115,7 @@ def test_agrees_with_llamacpp(tiny_gptoss: Any, qtype: str) -> None:
     runner = TorchRunner.load(path, TorchOptions(device="cpu"))
     runs = agreement_runs(runner, ids, expected)
     for phase, got, ref in runs:
-        top1, top5 = _agreement(got, ref)
+        top1, top5 = agreement(got, ref)
         print(f"gpt-oss {qtype} {phase} vs llama.cpp: top-1 {top1:.3f} top-5 {top5:.3f}")
         assert top1 >= TOP1 and top5 >= TOP5, (qtype, top1, top5)
         assert _worst_miss(got, ref) <= MARGIN, (qtype, _worst_miss(got, ref))

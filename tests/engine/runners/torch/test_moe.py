@@ -14,7 +14,7 @@ from ember.engine.runners.torch.layers.moe import Expert, MoEFFN
 from ember.engine.runners.torch.runner import TorchOptions, TorchRunner
 from tests.fixtures.llama_reference import llama_logits
 
-from .helpers import agreement_runs, prefill_logits
+from .helpers import agreement, agreement_runs, prefill_logits
 
 if TYPE_CHECKING:
     from ember.engine.runners.torch.model import DecoderLayer
@@ -61,13 +61,6 @@ def test_moe_equals_the_reference_formula(norm: bool) -> None:
     assert torch.allclose(moe(x[3:4]), expected[3:4], atol=1e-4)
 
 
-def _agreement(got: np.ndarray, expected: np.ndarray) -> tuple[float, float]:
-    top1 = float((got.argmax(-1) == expected.argmax(-1)).mean())
-    ours, theirs = np.argsort(-got, -1)[:, :5], np.argsort(-expected, -1)[:, :5]
-    top5 = float(np.mean([len(set(a) & set(b)) / 5 for a, b in zip(ours, theirs, strict=True)]))
-    return top1, top5
-
-
 @pytest.mark.parametrize("qtype", ["F16", "Q8_0", "Q4_0", "Q4_K_M", "Q6_K"])
 def test_tiny_moe_agrees_with_llamacpp(tiny_models: Any, qtype: str) -> None:
     """Greedy next-token top-1 and top-5 against llama.cpp on the same file, prefill on each
@@ -79,7 +72,7 @@ def test_tiny_moe_agrees_with_llamacpp(tiny_models: Any, qtype: str) -> None:
     runner = TorchRunner.load(path, TorchOptions(device="cpu"))
     runs = agreement_runs(runner, ids, expected)
     for phase, got, ref in runs:
-        top1, top5 = _agreement(got, ref)
+        top1, top5 = agreement(got, ref)
         print(f"qwen3moe {qtype} {phase} vs llama.cpp: top-1 {top1:.3f} top-5 {top5:.3f}")
         assert top1 >= TOP1 and top5 >= TOP5, (qtype, top1, top5)
 
