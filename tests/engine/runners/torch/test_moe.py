@@ -14,14 +14,15 @@ from ember.engine.runners.torch.layers.moe import Expert, MoEFFN
 from ember.engine.runners.torch.runner import TorchOptions, TorchRunner
 from tests.fixtures.llama_reference import llama_logits
 
-from .helpers import agreement, agreement_runs, prefill_logits
+from .helpers import TINY_NEAR_TIE, TINY_TOP1, agreement, agreement_runs, prefill_logits, worst_miss
 
 if TYPE_CHECKING:
     from ember.engine.runners.torch.model import DecoderLayer
 
 F32 = TorchOptions(device="cpu", dtype="float32", weight_format="dense", head_format="dense")
-# measured on the tiny qwen3moe (AVX2): top-1 0.984..1.0, top-5 overlap 0.969..1.0 per format
-TOP1, TOP5 = 0.95, 0.95
+# top-1 by the tiny models' rule (helpers.TINY_TOP1, every miss a near tie); top-5 overlap
+# measured 0.969..1.0 per format (AVX2 and AVX-512)
+TOP5 = 0.95
 
 
 def _dense_expert(w_gate: torch.Tensor, w_up: torch.Tensor, w_down: torch.Tensor) -> Expert:
@@ -73,8 +74,18 @@ def test_tiny_moe_agrees_with_llamacpp(tiny_models: Any, qtype: str) -> None:
     runs = agreement_runs(runner, ids, expected)
     for phase, got, ref in runs:
         top1, top5 = agreement(got, ref)
-        print(f"qwen3moe {qtype} {phase} vs llama.cpp: top-1 {top1:.3f} top-5 {top5:.3f}")
-        assert top1 >= TOP1 and top5 >= TOP5, (qtype, top1, top5)
+        worst = worst_miss(got, ref)
+        print(
+            f"qwen3moe {qtype} {phase} vs llama.cpp: top-1 {top1:.3f} top-5 {top5:.3f} "
+            f"worst miss {worst:.3f}"
+        )
+        assert top1 >= TINY_TOP1 and top5 >= TOP5 and worst <= TINY_NEAR_TIE, (
+            qtype,
+            phase,
+            top1,
+            top5,
+            worst,
+        )
 
 
 def test_safetensors_and_gguf_of_the_same_weights_agree(tiny_models: Any) -> None:

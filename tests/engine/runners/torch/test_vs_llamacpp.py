@@ -130,6 +130,12 @@ def test_starter_perplexity_within_1pct_of_llamacpp(
 #     avx512                                   native 0.9570, dense 0.9473, bf16 0.9570
 #                                              (perplexity 1.0065x, 1.0019x, 0.9932x;
 #                                              bf16 with Q8_0 weights off it)
+#   same Xeon, k-quant blocks summed as exact integers (one fused step per block, the scales'
+#   and the mins' parts in two sums as llama.cpp keeps them; 2026-12-06):
+#     avx512 and avx2 (identical)              native 0.9591 (492), perplexity 0.9992x
+#     portable C                               native 0.9552 (490), perplexity 1.0067x
+#     (the same sums in one accumulator missed once at a 1.02-logit gap, position 405, where
+#     that variant's hidden state had drifted: mean logit deviation 0.85 there, 0.22 overall)
 # The reference moves too: llama.cpp's AVX-512 kernels sum in another order than its AVX2 ones,
 # and the same torch path (avx2, native prompt) scored 0.9630 against one and 0.9376 against the
 # other. The floor is the lowest measured (0.9376) less the largest spread seen between ISA paths

@@ -34,17 +34,18 @@ static inline void scale_min(int j, const uint8_t *q, int *sc, int *mn) {
     }
 }
 
-/* Q4_K and Q5_K (five): per block the exact integer lanes of sum(sc q x) and of the mins'
- * correction (lane i = mn_i (bs[2i] + bs[2i + 1])), then d and dmin times them (AVX2: in 8 float
- * lanes, summed at the end; the tiled matmul, gemm_tile.c, sums the same lanes in the same
- * order; elsewhere one scalar per block, like gemm_tile.c's portable path) */
+/* Q4_K and Q5_K (five): per block the exact integers S = sum(sc q x) and C = the mins'
+ * correction (sum of mn_j (bs[2j] + bs[2j + 1])), then d and dmin times them, in two sums
+ * joined at the end (as llama.cpp's dot keeps the scales' and the mins' parts apart). AVX2:
+ * fused steps, acc = fma(d dx, S, acc), mins = fma(-(dmin dx), C, mins), the order the tiled
+ * matmul (gemm_tile.c) runs per weight row in its lanes. */
 static inline float dot_k45(const uint8_t *w, const em_act *a, int32_t m, int bytes, int five) {
     const int nb = a->k / 256;
     const int8_t *x = ACT256(a, m);
     const float *dx = D256(a, m);
     const int16_t *bs = BSUM(a, m);
 #ifdef EM_AVX2
-    __m256 acc = _mm256_setzero_ps();
+    __m128 acc = _mm_setzero_ps(); /* lane 0: the scales' sum, lane 1: the mins' */
     const __m256i low4 = _mm256_set1_epi8(0x0f), one8 = _mm256_set1_epi8(1);
     for (int b = 0; b < nb; b++) {
         const uint8_t *p = w + bytes * b, *qh = p + 16, *qs = p + (five ? 48 : 16);
@@ -71,10 +72,9 @@ static inline float dot_k45(const uint8_t *w, const em_act *a, int32_t m, int by
         }
         const __m256i pairs = _mm256_madd_epi16(em_load32(bs + 16 * b), _mm256_set1_epi16(1));
         const __m256i mins = _mm256_madd_epi16(em_k4_mins(u), pairs); /* mins < 64 */
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(p) * dx[b]), _mm256_cvtepi32_ps(sumi), acc);
-        acc = _mm256_fnmadd_ps(_mm256_set1_ps(f16(p + 2) * dx[b]), _mm256_cvtepi32_ps(mins), acc);
+        acc = em_k45_step(acc, p, dx[b], sumi, mins);
     }
-    return em_hsum(acc);
+    return em_k45_total(acc);
 #else
     float acc = 0.0f, mins = 0.0f;
     for (int b = 0; b < nb; b++) {
@@ -134,13 +134,12 @@ float em_dot_q6_k(const uint8_t *w, const em_act *a, int32_t m) {
     const int8_t *x = ACT256(a, m);
     const float *dx = D256(a, m);
     const int16_t *bs = BSUM(a, m);
+    float acc = 0.0f;
 #ifdef EM_AVX2
-    __m256 acc = _mm256_setzero_ps();
     const __m256i low4 = _mm256_set1_epi8(0x0f), two = _mm256_set1_epi8(3);
 #else
-    float acc = 0.0f;
-#endif
     float corr = 0.0f;
+#endif
     for (int b = 0; b < nb; b++) {
         const uint8_t *p = w + 210 * b, *ql = p, *qh = p + 128;
         const int8_t *sc = (const int8_t *)(p + 192), *xb = x + 256 * b;
@@ -148,7 +147,6 @@ float em_dot_q6_k(const uint8_t *w, const em_act *a, int32_t m) {
         const float d = f16(p + 208) * dx[b];
 #ifdef EM_AVX2
         const __m128i sc8 = _mm_loadu_si128((const __m128i *)sc);
-        corr += d * (float)(32 * em_q6_corr(sc8, bsb)); /* the codes are stored + 32 */
         __m256i table[2];
         em_q6_scale_table(sc8, table);
         __m256i sumi = _mm256_setzero_si256();
@@ -167,7 +165,8 @@ float em_dot_q6_k(const uint8_t *w, const em_act *a, int32_t m) {
                 sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(pr, em_q6_scale(table, 4 * n + s)));
             }
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        /* the codes are stored + 32: S - 32 sum(sc bs), exact, then one fused step */
+        acc = em_fma(d, (float)em_q6_sum(sumi, sc8, bsb), acc);
 #else
         int sub = 0;
         for (int g = 0; g < 16; g++) sub += sc[g] * bsb[g];
@@ -207,7 +206,7 @@ float em_dot_q6_k(const uint8_t *w, const em_act *a, int32_t m) {
 #endif
     }
 #ifdef EM_AVX2
-    return em_hsum(acc) - corr;
+    return acc;
 #else
     return acc - corr;
 #endif

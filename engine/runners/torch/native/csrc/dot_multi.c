@@ -14,14 +14,13 @@ static inline float f16(const uint8_t *p) {
     return em_fp16_to_fp32(h);
 }
 
-static void store(const __m256 *acc, const float *sub, float *out) {
-    for (int r = 0; r < NR; r++) out[r] = em_hsum(acc[r]) - sub[r];
+static void store(const __m256 *acc, float *out) {
+    for (int r = 0; r < NR; r++) out[r] = em_hsum(acc[r]);
 }
 
 static void dot4_q8_0(const uint8_t *w, const em_act *a, int32_t m0, float *out) {
     const int nb = a->k / 32;
     __m256 acc[NR];
-    const float zero[NR] = {0};
     for (int r = 0; r < NR; r++) acc[r] = _mm256_setzero_ps();
     for (int b = 0; b < nb; b++) {
         const uint8_t *p = w + 34 * b;
@@ -36,7 +35,7 @@ static void dot4_q8_0(const uint8_t *w, const em_act *a, int32_t m0, float *out)
             acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(s), acc[r]);
         }
     }
-    store(acc, zero, out);
+    store(acc, out);
 }
 
 /* Q4_0 / Q5_0: signed codes (q - offset), as Q8_0 */
@@ -44,7 +43,6 @@ static inline void dot4_sym(const uint8_t *w, const em_act *a, int32_t m0, float
                             int has_qh) {
     const int nb = a->k / 32, offset = has_qh ? 16 : 8, qs_at = has_qh ? 6 : 2;
     __m256 acc[NR];
-    const float zero[NR] = {0};
     for (int r = 0; r < NR; r++) acc[r] = _mm256_setzero_ps();
     const __m256i five = _mm256_set1_epi8(0x10), off = _mm256_set1_epi8((char)offset);
     for (int b = 0; b < nb; b++) {
@@ -61,7 +59,7 @@ static inline void dot4_sym(const uint8_t *w, const em_act *a, int32_t m0, float
                                      _mm256_cvtepi32_ps(s), acc[r]);
         }
     }
-    store(acc, zero, out);
+    store(acc, out);
 }
 
 static void dot4_q4_0(const uint8_t *w, const em_act *a, int32_t m0, float *out) {
@@ -71,13 +69,12 @@ static void dot4_q5_0(const uint8_t *w, const em_act *a, int32_t m0, float *out)
     dot4_sym(w, a, m0, out, 22, 1);
 }
 
-/* Q4_K / Q5_K against q8_K rows */
+/* Q4_K / Q5_K against q8_K rows: per block exact S and C, then two fused sums (dot_kquants.c) */
 static inline void dot4_k45(const uint8_t *w, const em_act *a, int32_t m0, float *out, int bytes,
                             int five) {
     const int nb = a->k / 256;
-    __m256 acc[NR];
-    const float zero[NR] = {0};
-    for (int r = 0; r < NR; r++) acc[r] = _mm256_setzero_ps();
+    __m128 acc[NR]; /* lane 0: the scales' sum, lane 1: the mins' (dot_kquants.c) */
+    for (int r = 0; r < NR; r++) acc[r] = _mm_setzero_ps();
     const __m256i low4 = _mm256_set1_epi8(0x0f), one8 = _mm256_set1_epi8(1);
     for (int b = 0; b < nb; b++) {
         const uint8_t *p = w + bytes * b, *qh = p + 16, *qs = p + (five ? 48 : 16);
@@ -106,19 +103,16 @@ static inline void dot4_k45(const uint8_t *w, const em_act *a, int32_t m0, float
                 sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(ph, s1));
             }
         }
-        const float d = f16(p), dmin = f16(p + 2);
         const __m256i mins = em_k4_mins(u);
         for (int r = 0; r < NR; r++) {
             const size_t m = (size_t)(m0 + r);
             const float dx = a->d256[m * nb + b];
             const __m256i pairs = _mm256_madd_epi16(
                 em_load32(a->bsum256 + m * (a->k / 16) + 16 * b), _mm256_set1_epi16(1));
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d * dx), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
-            acc[r] = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * dx),
-                                      _mm256_cvtepi32_ps(_mm256_madd_epi16(mins, pairs)), acc[r]);
+            acc[r] = em_k45_step(acc[r], p, dx, sumi[r], _mm256_madd_epi16(mins, pairs));
         }
     }
-    store(acc, zero, out);
+    for (int r = 0; r < NR; r++) out[r] = em_k45_total(acc[r]);
 }
 
 static void dot4_q4_k(const uint8_t *w, const em_act *a, int32_t m0, float *out) {
@@ -130,9 +124,7 @@ static void dot4_q5_k(const uint8_t *w, const em_act *a, int32_t m0, float *out)
 
 static void dot4_q6_k(const uint8_t *w, const em_act *a, int32_t m0, float *out) {
     const int nb = a->k / 256;
-    __m256 acc[NR];
-    float corr[NR] = {0};
-    for (int r = 0; r < NR; r++) acc[r] = _mm256_setzero_ps();
+    float acc[NR] = {0};
     const __m256i low4 = _mm256_set1_epi8(0x0f), three = _mm256_set1_epi8(3);
     for (int b = 0; b < nb; b++) {
         const uint8_t *p = w + 210 * b, *ql = p, *qh = p + 128;
@@ -165,11 +157,11 @@ static void dot4_q6_k(const uint8_t *w, const em_act *a, int32_t m0, float *out)
             const size_t m = (size_t)(m0 + r);
             const float d = dw * a->d256[m * nb + b];
             const int16_t *bs = a->bsum256 + m * (a->k / 16) + 16 * b;
-            corr[r] += d * (float)(32 * em_q6_corr(sc8, bs)); /* the codes are stored + 32 */
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+            /* the codes are stored + 32 (dot_kquants.c) */
+            acc[r] = em_fma(d, (float)em_q6_sum(sumi[r], sc8, bs), acc[r]);
         }
     }
-    store(acc, corr, out);
+    for (int r = 0; r < NR; r++) out[r] = acc[r];
 }
 #endif
 

@@ -1,11 +1,17 @@
-/* The tiled matmul's micro-kernels: NR decoded weight rows x NT activation rows (gemm.h).
+/* The tiled matmul's micro-kernels (gemm.h) and the loop over a decoded tile.
  *
- * AVX2 (and the AVX-512 build, EVEX-encoded): each 32 codes of a weight row are loaded once
- * and multiplied with the NT activation rows' 32 codes (maddubs: u8 x s8 -> int16 pairs), the
- * pair sums weighted by their integer scales (madd) into one int32 accumulator per (row,
- * token); per block the float steps of the one-row dots (dot_kquants.c, dot_legacy.c), in the
- * same order, so the results are theirs bit for bit. NEON and portable C: per (row, token)
- * the exact integer sums of their one-row dots and the same scalar float steps.
+ * AVX2 (and the AVX-512 build, EVEX-encoded), k-quants: 8 interleaved weight rows x 4
+ * activation rows per call. One 32-byte load holds 4 values of each of the 8 rows; the
+ * activation row's same 4 codes, broadcast, multiply it (maddubs: u8 x s8 -> int16 pair
+ * sums), so lane r holds row r's sums. The 4 loads of 16 values that share a scale add in
+ * int16 (Q6_K's larger codes: 2 at a time) before one madd with the scales into int32;
+ * per 256-block the exact integers S (and C, the activations' code sums times the
+ * multipliers) meet the float steps of the one-row dot (dot_kquants.c), in the same order,
+ * so the results are its bit for bit.
+ * AVX2, Q4_0/Q5_0/Q8_0: 2 row-major weight rows x 4 activation rows; each 32 codes of a row
+ * loaded once, per block the one-row dot's (dot_legacy.c) 8 lanes and float steps.
+ * NEON and portable C: per (row, token) the exact integer sums of their one-row dots and the
+ * same scalar float steps.
  */
 #include "gemm.h"
 #include "simd.h"
@@ -25,96 +31,86 @@ ALWAYS __m256i dot_mag(__m256i mag, __m256i sx) {
 #endif
 }
 
-/* sum[r][j] = the block's 8 int32 lanes of sum over s of madd(maddubs(codes, x), scales), for 32
- * values per s (lane i holds pairs 2i, 2i + 1 of each group). Exact integers, so any grouping
- * gives the same lanes: AVX-512 takes two groups per instruction (s in the low half, s + 1 in
- * the high one, added at the end) and, with VNNI, madd + add as one vpdpwssd. */
-ALWAYS void super_sums(const em_gtile *t, int32_t r0, const em_act *a, int32_t t0, int32_t b,
-                       __m256i sum[2][4], const int NR, const int NT) {
-    const int32_t k = t->k;
-#if defined(__AVX512BW__)
-    __m512i wide[2][4];
-    for (int r = 0; r < NR; r++)
-        for (int j = 0; j < NT; j++) wide[r][j] = _mm512_setzero_si512();
-#pragma GCC unroll 1
-    for (int s = 0; s < 8; s += 2) {
-        for (int r = 0; r < NR; r++) {
-            const __m512i w = _mm512_loadu_si512(ROW(t->q, r0 + r, k) + 256 * b + 32 * s);
-            const __m512i sc = _mm512_loadu_si512(ROW(t->sc, r0 + r, k / 2) + 128 * b + 16 * s);
-            for (int j = 0; j < NT; j++) {
-                const __m512i x = _mm512_loadu_si512(ROW(a->q256, t0 + j, k) + 256 * b + 32 * s);
-#if defined(__AVX512VNNI__)
-                wide[r][j] = _mm512_dpwssd_epi32(wide[r][j], _mm512_maddubs_epi16(w, x), sc);
+/* acc + the int16 pairs p times the int16 scales s, summed in pairs (exact int32) */
+ALWAYS __m256i madd_add(__m256i acc, __m256i p, __m256i s) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    return _mm256_dpwssd_epi32(acc, p, s);
+#elif defined(__AVXVNNI__)
+    return _mm256_dpwssd_avx_epi32(acc, p, s);
 #else
-                wide[r][j] = _mm512_add_epi32(wide[r][j],
-                                              _mm512_madd_epi16(_mm512_maddubs_epi16(w, x), sc));
-#endif
-            }
-        }
-    }
-    for (int r = 0; r < NR; r++)
-        for (int j = 0; j < NT; j++)
-            sum[r][j] = _mm256_add_epi32(_mm512_castsi512_si256(wide[r][j]),
-                                         _mm512_extracti64x4_epi64(wide[r][j], 1));
-#else
-    for (int r = 0; r < NR; r++)
-        for (int j = 0; j < NT; j++) sum[r][j] = _mm256_setzero_si256();
-#pragma GCC unroll 1
-    for (int s = 0; s < 8; s++) {
-        for (int r = 0; r < NR; r++) {
-            const __m256i w = em_load32(ROW(t->q, r0 + r, k) + 256 * b + 32 * s);
-            const __m256i sc = em_load32(ROW(t->sc, r0 + r, k / 2) + 128 * b + 16 * s);
-            for (int j = 0; j < NT; j++) {
-                const __m256i x = em_load32(ROW(a->q256, t0 + j, k) + 256 * b + 32 * s);
-                sum[r][j] = _mm256_add_epi32(
-                    sum[r][j], _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), sc));
-            }
-        }
-    }
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(p, s));
 #endif
 }
 
-/* Q4_K/Q5_K (q6 = 0) and Q6_K (q6 = 1) */
-ALWAYS void super_tile(const em_gtile *t, int32_t r0, const em_act *a, int32_t t0, float *out,
-                       const int NR, const int NT, const int q6) {
+ALWAYS __m256i bcast4(const void *p) { /* 4 bytes into every 32-bit lane */
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+/* group g's 8 rows (gemm.h) x activation rows t0 .. t0 + NT - 1: out[8 j + r] */
+ALWAYS void group_tile(const em_gtile *t, int32_t g, const em_act *a, int32_t t0, float *out,
+                       const int NT, const int q6) {
     const int32_t k = t->k, nb = k / 256;
-    __m256 acc[2][4];
-    __m256 corr = _mm256_setzero_ps(); /* Q6_K: lane 4r + j, (row r, token j) */
-    for (int r = 0; r < NR; r++)
-        for (int j = 0; j < NT; j++) acc[r][j] = _mm256_setzero_ps();
+    const uint8_t *q = t->q + (int64_t)g * 8 * k;
+    const int16_t *sc = t->sc + (int64_t)g * k, *mv = t->mv + (int64_t)g * (k / 2);
+    const float *dw = t->d + (int64_t)g * (k / 32), *dmw = t->dmin + (int64_t)g * (k / 32);
+    __m256 acc[4], mins[4]; /* the scales' and the mins' sums (dot_kquants.c) */
+    for (int j = 0; j < NT; j++) acc[j] = mins[j] = _mm256_setzero_ps();
     for (int32_t b = 0; b < nb; b++) {
-        __m256i sum[2][4];
-        super_sums(t, r0, a, t0, b, sum, NR, NT);
-        __m256i offs[8]; /* Q6_K: the scales x the activations' code sums, per (row, token) */
-        float dd[8] = {0};
-        for (int r = 0; r < NR; r++) {
-            const __m256i mv = em_load32(ROW(t->mv, r0 + r, k / 16) + 16 * b);
-            const float d = t->d[(int64_t)(r0 + r) * nb + b];
-            const float dmin = q6 ? 0.0f : t->dmin[(int64_t)(r0 + r) * nb + b];
-            for (int j = 0; j < NT; j++) {
-                const __m256i lanes =
-                    _mm256_madd_epi16(em_load32(ROW(a->bsum256, t0 + j, k / 16) + 16 * b), mv);
-                const float dx = a->d256[(int64_t)(t0 + j) * nb + b];
-                acc[r][j] = _mm256_fmadd_ps(_mm256_set1_ps(d * dx),
-                                            _mm256_cvtepi32_ps(sum[r][j]), acc[r][j]);
-                if (q6)
-                    offs[4 * r + j] = lanes, dd[4 * r + j] = d * dx;
-                else
-                    acc[r][j] = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * dx),
-                                                 _mm256_cvtepi32_ps(lanes), acc[r][j]);
+        __m256i sum[4];
+        for (int j = 0; j < NT; j++) sum[j] = _mm256_setzero_si256();
+#pragma GCC unroll 1
+        for (int gi = 0; gi < 16; gi++) { /* 16 values with one scale per row */
+            const int32_t v0 = 256 * b + 16 * gi;
+            const uint8_t *qg = q + 8 * v0;
+            const __m256i s = em_load32(sc + 16 * (v0 / 16));
+            for (int half = 0; half < (q6 ? 2 : 1); half++) {
+                __m256i p[4];
+                for (int c = 0; c < (q6 ? 2 : 4); c++) { /* 4 values of the 8 rows */
+                    const int cc = (q6 ? 2 * half : 0) + c;
+                    const __m256i w = em_load32(qg + 32 * cc);
+                    for (int j = 0; j < NT; j++) {
+                        const __m256i x = bcast4(a->q256 + (int64_t)(t0 + j) * k + v0 + 4 * cc);
+                        const __m256i pr = _mm256_maddubs_epi16(w, x);
+                        p[j] = c ? _mm256_add_epi16(p[j], pr) : pr;
+                    }
+                }
+                for (int j = 0; j < NT; j++) sum[j] = madd_add(sum[j], p[j], s);
             }
         }
-        if (q6) { /* the codes' +32, in float per block like the one-row dot: 8 sums at once */
-            for (int i = 0; i < 8; i++)
-                if (i % 4 >= NT || i / 4 >= NR) offs[i] = _mm256_setzero_si256();
-            const __m256i c = _mm256_slli_epi32(em_hsums8_i32(offs), 5);
-            corr = _mm256_add_ps(corr, _mm256_mul_ps(_mm256_loadu_ps(dd), _mm256_cvtepi32_ps(c)));
+        const __m256 d = _mm256_loadu_ps(dw + 8 * b);
+        for (int j = 0; j < NT; j++) {
+            const int16_t *bs = a->bsum256 + (int64_t)(t0 + j) * (k / 16) + 16 * b;
+            __m256i c = _mm256_setzero_si256(); /* C: per row, the multipliers x code sums */
+            for (int i = 0; i < 8; i++) c = madd_add(c, em_load32(mv + 16 * (8 * b + i)), bcast4(bs + 2 * i));
+            const __m256 dx = _mm256_set1_ps(a->d256[(int64_t)(t0 + j) * nb + b]);
+            if (q6) { /* the codes' +32: S - 32 C, exact */
+                const __m256i s32 = _mm256_sub_epi32(sum[j], _mm256_slli_epi32(c, 5));
+                acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(s32), acc[j]);
+            } else {
+                const __m256 dmin = _mm256_loadu_ps(dmw + 8 * b);
+                acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(sum[j]), acc[j]);
+                mins[j] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dx), _mm256_cvtepi32_ps(c), mins[j]);
+            }
         }
     }
-    float sub[8];
-    _mm256_storeu_ps(sub, corr);
-    for (int r = 0; r < NR; r++)
-        for (int j = 0; j < NT; j++) out[r * NT + j] = em_hsum(acc[r][j]) - sub[4 * r + j];
+    for (int j = 0; j < NT; j++) _mm256_storeu_ps(out + 8 * j, _mm256_add_ps(acc[j], mins[j]));
+}
+
+static void group_call(const em_gtile *t, int32_t g, const em_act *a, int32_t t0, int32_t nt,
+                       float *out) {
+    const int q6 = t->kind == EM_G_Q6K;
+    switch (nt + 4 * q6) {
+    case 1: return group_tile(t, g, a, t0, out, 1, 0);
+    case 2: return group_tile(t, g, a, t0, out, 2, 0);
+    case 3: return group_tile(t, g, a, t0, out, 3, 0);
+    case 4: return group_tile(t, g, a, t0, out, 4, 0);
+    case 5: return group_tile(t, g, a, t0, out, 1, 1);
+    case 6: return group_tile(t, g, a, t0, out, 2, 1);
+    case 7: return group_tile(t, g, a, t0, out, 3, 1);
+    default: return group_tile(t, g, a, t0, out, 4, 1);
+    }
 }
 
 /* Q4_0/Q5_0/Q8_0 */
@@ -142,19 +138,13 @@ ALWAYS void b32_tile(const em_gtile *t, int32_t r0, const em_act *a, int32_t t0,
         for (int j = 0; j < NT; j++) out[r * NT + j] = em_hsum(acc[r][j]);
 }
 
-ALWAYS void tile(const em_gtile *t, int32_t r0, const em_act *a, int32_t t0, float *out,
-                 const int NR, const int NT) {
-    if (t->kind == EM_G_B32) b32_tile(t, r0, a, t0, out, NR, NT);
-    else if (t->kind == EM_G_Q6K) super_tile(t, r0, a, t0, out, NR, NT, 1);
-    else super_tile(t, r0, a, t0, out, NR, NT, 0);
-}
-
-void em_gemm_tile(const em_gtile *t, int32_t r0, int32_t nr, const em_act *a, int32_t t0,
-                  int32_t nt, float *out) {
-    if (nr == 2 && nt == 4) return tile(t, r0, a, t0, out, 2, 4);
-    if (nr == 1 && nt == 4) return tile(t, r0, a, t0, out, 1, 4);
+/* out[i nt + j] = row r0 + i . activation row t0 + j, for i < nr <= 2, j < nt <= 4 */
+static void row_tile(const em_gtile *t, int32_t r0, int32_t nr, const em_act *a, int32_t t0,
+                     int32_t nt, float *out) {
+    if (nr == 2 && nt == 4) return b32_tile(t, r0, a, t0, out, 2, 4);
+    if (nr == 1 && nt == 4) return b32_tile(t, r0, a, t0, out, 1, 4);
     for (int32_t r = 0; r < nr; r++)
-        for (int32_t j = 0; j < nt; j++) tile(t, r0 + r, a, t0 + j, out + r * nt + j, 1, 1);
+        for (int32_t j = 0; j < nt; j++) b32_tile(t, r0 + r, a, t0 + j, out + r * nt + j, 1, 1);
 }
 
 #else /* NEON and portable C: exact integer sums, then the one-row dots' scalar float steps */
@@ -187,7 +177,7 @@ static inline int dot_s(const int8_t *w, const int8_t *x, int n) {
 static float super_one(const em_gtile *t, int32_t r, const em_act *a, int32_t m) {
     const int32_t k = t->k, nb = k / 256;
     const uint8_t *q = ROW(t->q, r, k);
-    const int16_t *sc = ROW(t->sc, r, k / 2), *mv = ROW(t->mv, r, k / 16);
+    const int16_t *sc = ROW(t->sc, r, k / 16), *mv = ROW(t->mv, r, k / 16);
     const int8_t *x = ROW(a->q256, m, k);
     const int16_t *bs = ROW(a->bsum256, m, k / 16);
     float acc = 0.0f, mins = 0.0f;
@@ -195,7 +185,7 @@ static float super_one(const em_gtile *t, int32_t r, const em_act *a, int32_t m)
         int sumi = 0, corr = 0;
         for (int g = 0; g < 16; g++) { /* 16 values share a scale */
             const int v = 256 * b + 16 * g;
-            sumi += sc[v / 2] * dot_u(q + v, x + v, 16);
+            sumi += sc[v / 16] * dot_u(q + v, x + v, 16);
             corr += mv[16 * b + g] * bs[16 * b + g];
         }
         const float dx = a->d256[(int64_t)m * nb + b], d = t->d[(int64_t)r * nb + b];
@@ -218,11 +208,46 @@ static float b32_one(const em_gtile *t, int32_t r, const em_act *a, int32_t m) {
     return acc;
 }
 
-void em_gemm_tile(const em_gtile *t, int32_t r0, int32_t nr, const em_act *a, int32_t t0,
-                  int32_t nt, float *out) {
+static void row_tile(const em_gtile *t, int32_t r0, int32_t nr, const em_act *a, int32_t t0,
+                     int32_t nt, float *out) {
     for (int32_t r = 0; r < nr; r++)
         for (int32_t j = 0; j < nt; j++)
             out[r * nt + j] = t->kind == EM_G_B32 ? b32_one(t, r0 + r, a, t0 + j)
                                                   : super_one(t, r0 + r, a, t0 + j);
 }
 #endif
+
+/* out[i][j] (strides: rs per row, ts per token) into y, bias added, columns mapped (gemm.h) */
+static void put(float *y, int64_t ldy, int32_t p, const float *out, int32_t nr, int32_t nt,
+                int rs, int ts, int64_t row, const int32_t *map, const float *bias) {
+    for (int32_t i = 0; i < nr; i++) {
+        const int64_t rr = row + i, col = map ? map[rr] : rr;
+        for (int32_t j = 0; j < nt; j++) {
+            const float v = out[i * rs + j * ts];
+            y[(int64_t)(p + j) * ldy + col] = bias ? v + bias[rr] : v;
+        }
+    }
+}
+
+void em_gemm_times(const em_gtile *t, const em_act *a, int32_t p0, int32_t p1, float *y,
+                   int64_t ldy, int64_t row0, const int32_t *map, const float *bias) {
+    float out[4 * EM_GROUP_ROWS];
+    for (int32_t p = p0; p < p1; p += 4) { /* the activation tile stays in L1 */
+        const int32_t nt = p1 - p < 4 ? p1 - p : 4;
+#ifdef EM_GEMM_GROUPS
+        if (em_gemm_grouped(t->kind)) {
+            for (int32_t g = 0; 8 * g < t->rows; g++) {
+                group_call(t, g, a, p, nt, out);
+                const int32_t nr = t->rows - 8 * g < 8 ? t->rows - 8 * g : 8;
+                put(y, ldy, p, out, nr, nt, 1, 8, row0 + 8 * g, map, bias);
+            }
+            continue;
+        }
+#endif
+        for (int32_t r = 0; r < t->rows; r += 2) {
+            const int32_t nr = t->rows - r < 2 ? t->rows - r : 2;
+            row_tile(t, r, nr, a, p, nt, out);
+            put(y, ldy, p, out, nr, nt, nt, 1, row0 + r, map, bias);
+        }
+    }
+}

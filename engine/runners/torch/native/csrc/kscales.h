@@ -57,9 +57,30 @@ static inline __m256i em_q6_scale(const __m256i t[2], int j) {
     return _mm256_shuffle_epi8(t[j >= 4], pick);
 }
 
-/* sum of the 16 signed scales times the activations' 16 code sums bs (exact) */
-static inline int em_q6_corr(__m128i sc, const int16_t *bs) {
-    return em_hsum_i32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(sc), em_load32(bs)));
+/* Q6_K's exact block sum: the lanes of sum(sc q x) less 32 x the 16 signed scales times the
+ * activations' 16 code sums bs (the codes are stored + 32), summed */
+static inline int em_q6_sum(__m256i sumi, __m128i sc, const int16_t *bs) {
+    const __m256i corr = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc), em_load32(bs));
+    return em_hsum_i32(_mm256_sub_epi32(sumi, _mm256_slli_epi32(corr, 5)));
+}
+
+/* Q4_K/Q5_K: one block's two fused steps at once, lane 0 acc = fma(d dx, S, acc) and lane 1
+ * mins = fma(-(dmin dx), C, mins), for S and C the exact sums of s's and c's lanes (f16 d and
+ * dmin at dd; the tiled matmul takes the same steps in its lanes: gemm_tile.c) */
+static inline __m128 em_k45_step(__m128 acc, const uint8_t *dd, float dx, __m256i s, __m256i c) {
+    const __m256i h = _mm256_hadd_epi32(s, c); /* s01 s23 c01 c23 | s45 s67 c45 c67 */
+    __m128i q = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    q = _mm_hadd_epi32(q, q); /* S C S C */
+    int32_t both;
+    memcpy(&both, dd, 4);
+    const __m128 scale = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(both)), /* d dmin 0 0 */
+                                    _mm_setr_ps(dx, -dx, 0.0f, 0.0f));
+    return _mm_fmadd_ps(scale, _mm_cvtepi32_ps(q), acc);
+}
+
+/* the two sums of em_k45_step's lanes, joined */
+static inline float em_k45_total(__m128 acc) {
+    return _mm_cvtss_f32(acc) + _mm_cvtss_f32(_mm_shuffle_ps(acc, acc, 1));
 }
 #endif
 

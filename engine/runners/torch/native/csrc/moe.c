@@ -141,16 +141,7 @@ static int tiled_rows(const em_mat *w, int64_t r0, int32_t n, const em_act *a, i
     em_gtile *t = em_gemm_thread_tile(kind, n, w->cols);
     if (!t) return 0;
     em_gemm_decode(w, r0, n, t);
-    float out[8]; /* 2 rows x 4 activation rows */
-    for (int32_t q = p0; q < p1; q += 4) {
-        const int32_t nt = p1 - q < 4 ? p1 - q : 4;
-        for (int32_t r = 0; r < n; r += 2) {
-            const int32_t nr = n - r < 2 ? n - r : 2;
-            em_gemm_tile(t, r, nr, a, q, nt, out);
-            for (int32_t i = 0; i < nr; i++)
-                for (int32_t j = 0; j < nt; j++) y[(q + j) * ldy + col + r + i] = out[i * nt + j];
-        }
-    }
+    em_gemm_times(t, a, p0, p1, y, ldy, col, NULL, NULL);
     return 1;
 }
 

@@ -53,6 +53,9 @@ static inline float em_hsum(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
+/* a * b + c rounded once (the scalar twin of _mm256_fmadd_ps, lane for lane) */
+static inline float em_fma(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
+
 static inline __m256i em_load32(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
 /* the sum of v's 8 int32 lanes (exact) */
