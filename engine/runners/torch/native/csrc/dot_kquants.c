@@ -46,7 +46,6 @@ static inline float dot_k45(const uint8_t *w, const em_act *a, int32_t m, int by
     const int16_t *bs = BSUM(a, m);
 #ifdef EM_AVX2
     __m128 acc = _mm_setzero_ps(); /* lane 0: the scales' sum, lane 1: the mins' */
-    const __m256i low4 = _mm256_set1_epi8(0x0f), one8 = _mm256_set1_epi8(1);
     for (int b = 0; b < nb; b++) {
         const uint8_t *p = w + bytes * b, *qh = p + 16, *qs = p + (five ? 48 : 16);
         const int8_t *xb = x + 256 * b;
@@ -56,15 +55,8 @@ static inline float dot_k45(const uint8_t *w, const em_act *a, int32_t m, int by
         __m256i sumi = _mm256_setzero_si256();
         const __m256i hb = five ? em_load32(qh) : _mm256_setzero_si256();
         for (int c = 0; c < 4; c++) {
-            const __m256i q4 = em_load32(qs + 32 * c);
-            __m256i lo = _mm256_and_si256(q4, low4);
-            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), low4);
-            if (five) {
-                const __m256i h0 = _mm256_and_si256(_mm256_srli_epi16(hb, 2 * c), one8);
-                const __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(hb, 2 * c + 1), one8);
-                lo = _mm256_or_si256(lo, _mm256_slli_epi16(h0, 4));
-                hi = _mm256_or_si256(hi, _mm256_slli_epi16(h1, 4));
-            }
+            __m256i lo, hi;
+            em_k45_codes(qs, hb, c, five, &lo, &hi);
             const __m256i plo = em_dot_u8_pairs(lo, em_load32(xb + 64 * c));
             const __m256i phi = em_dot_u8_pairs(hi, em_load32(xb + 64 * c + 32));
             sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(plo, em_k4_scale(table, 2 * c)));
@@ -135,9 +127,7 @@ float em_dot_q6_k(const uint8_t *w, const em_act *a, int32_t m) {
     const float *dx = D256(a, m);
     const int16_t *bs = BSUM(a, m);
     float acc = 0.0f;
-#ifdef EM_AVX2
-    const __m256i low4 = _mm256_set1_epi8(0x0f), two = _mm256_set1_epi8(3);
-#else
+#ifndef EM_AVX2
     float corr = 0.0f;
 #endif
     for (int b = 0; b < nb; b++) {
@@ -151,17 +141,10 @@ float em_dot_q6_k(const uint8_t *w, const em_act *a, int32_t m) {
         em_q6_scale_table(sc8, table);
         __m256i sumi = _mm256_setzero_si256();
         for (int n = 0; n < 2; n++) {
-            __m256i l0 = em_load32(ql + 64 * n), l1 = em_load32(ql + 64 * n + 32);
-            __m256i h = em_load32(qh + 32 * n);
             __m256i q[4];
-            q[0] = _mm256_and_si256(l0, low4);
-            q[1] = _mm256_and_si256(l1, low4);
-            q[2] = _mm256_and_si256(_mm256_srli_epi16(l0, 4), low4);
-            q[3] = _mm256_and_si256(_mm256_srli_epi16(l1, 4), low4);
+            em_q6_codes(ql, qh, n, q);
             for (int s = 0; s < 4; s++) {
-                __m256i hs = _mm256_and_si256(_mm256_srli_epi16(h, 2 * s), two);
-                __m256i qs = _mm256_or_si256(q[s], _mm256_slli_epi16(hs, 4));
-                __m256i pr = em_dot_u8_pairs(qs, em_load32(xb + 128 * n + 32 * s));
+                __m256i pr = em_dot_u8_pairs(q[s], em_load32(xb + 128 * n + 32 * s));
                 sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(pr, em_q6_scale(table, 4 * n + s)));
             }
         }

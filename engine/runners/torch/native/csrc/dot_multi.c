@@ -75,7 +75,6 @@ static inline void dot4_k45(const uint8_t *w, const em_act *a, int32_t m0, float
     const int nb = a->k / 256;
     __m128 acc[NR]; /* lane 0: the scales' sum, lane 1: the mins' (dot_kquants.c) */
     for (int r = 0; r < NR; r++) acc[r] = _mm_setzero_ps();
-    const __m256i low4 = _mm256_set1_epi8(0x0f), one8 = _mm256_set1_epi8(1);
     for (int b = 0; b < nb; b++) {
         const uint8_t *p = w + bytes * b, *qh = p + 16, *qs = p + (five ? 48 : 16);
         uint32_t u[4];
@@ -85,15 +84,8 @@ static inline void dot4_k45(const uint8_t *w, const em_act *a, int32_t m0, float
         for (int r = 0; r < NR; r++) sumi[r] = _mm256_setzero_si256();
         const __m256i hb = five ? em_load32(qh) : _mm256_setzero_si256();
         for (int c = 0; c < 4; c++) {
-            const __m256i q4 = em_load32(qs + 32 * c);
-            __m256i lo = _mm256_and_si256(q4, low4);
-            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), low4);
-            if (five) {
-                __m256i h0 = _mm256_and_si256(_mm256_srli_epi16(hb, 2 * c), one8);
-                __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(hb, 2 * c + 1), one8);
-                lo = _mm256_or_si256(lo, _mm256_slli_epi16(h0, 4));
-                hi = _mm256_or_si256(hi, _mm256_slli_epi16(h1, 4));
-            }
+            __m256i lo, hi;
+            em_k45_codes(qs, hb, c, five, &lo, &hi);
             const __m256i s0 = em_k4_scale(table, 2 * c), s1 = em_k4_scale(table, 2 * c + 1);
             for (int r = 0; r < NR; r++) {
                 const int8_t *xb = a->q256 + (size_t)(m0 + r) * a->k + 256 * b + 64 * c;
@@ -125,7 +117,6 @@ static void dot4_q5_k(const uint8_t *w, const em_act *a, int32_t m0, float *out)
 static void dot4_q6_k(const uint8_t *w, const em_act *a, int32_t m0, float *out) {
     const int nb = a->k / 256;
     float acc[NR] = {0};
-    const __m256i low4 = _mm256_set1_epi8(0x0f), three = _mm256_set1_epi8(3);
     for (int b = 0; b < nb; b++) {
         const uint8_t *p = w + 210 * b, *ql = p, *qh = p + 128;
         const int8_t *sc = (const int8_t *)(p + 192);
@@ -135,15 +126,10 @@ static void dot4_q6_k(const uint8_t *w, const em_act *a, int32_t m0, float *out)
         __m256i sumi[NR];
         for (int r = 0; r < NR; r++) sumi[r] = _mm256_setzero_si256();
         for (int n = 0; n < 2; n++) {
-            const __m256i l0 = em_load32(ql + 64 * n), l1 = em_load32(ql + 64 * n + 32);
-            const __m256i h = em_load32(qh + 32 * n);
-            const __m256i lows[4] = {
-                _mm256_and_si256(l0, low4), _mm256_and_si256(l1, low4),
-                _mm256_and_si256(_mm256_srli_epi16(l0, 4), low4),
-                _mm256_and_si256(_mm256_srli_epi16(l1, 4), low4)};
+            __m256i q[4];
+            em_q6_codes(ql, qh, n, q);
             for (int s = 0; s < 4; s++) {
-                const __m256i hs = _mm256_and_si256(_mm256_srli_epi16(h, 2 * s), three);
-                const __m256i qs = _mm256_or_si256(lows[s], _mm256_slli_epi16(hs, 4));
+                const __m256i qs = q[s];
                 const __m256i scv = em_q6_scale(table, 4 * n + s);
                 for (int r = 0; r < NR; r++) {
                     const int8_t *xb = a->q256 + (size_t)(m0 + r) * a->k + 256 * b + 128 * n + 32 * s;

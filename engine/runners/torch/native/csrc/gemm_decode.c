@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "gemm.h"
+#include "kscales.h"
 #include "simd.h"
 
 static inline float f16(const uint8_t *p) {
@@ -23,31 +24,14 @@ int em_gemm_kind(int32_t type) {
     }
 }
 
-static inline void scale_min(int j, const uint8_t *q, int *sc, int *mn) {
-    if (j < 4) {
-        *sc = q[j] & 63, *mn = q[j + 4] & 63;
-    } else {
-        *sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
-        *mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-    }
-}
-
 /* one Q4_K/Q5_K block: codes 0..31, sc = the 6-bit scale of each 16 values, mv = its 6-bit min */
 static void block_k45(const uint8_t *p, int five, uint8_t *qb, int16_t *sc, int16_t *mv) {
     const uint8_t *qh = p + 16, *qs = p + (five ? 48 : 16);
 #ifdef EM_AVX2
-    const __m256i low4 = _mm256_set1_epi8(0x0f), one8 = _mm256_set1_epi8(1);
     const __m256i hb = five ? em_load32(qh) : _mm256_setzero_si256();
     for (int c = 0; c < 4; c++) {
-        const __m256i q4 = em_load32(qs + 32 * c);
-        __m256i lo = _mm256_and_si256(q4, low4);
-        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), low4);
-        if (five) {
-            const __m256i h0 = _mm256_and_si256(_mm256_srli_epi16(hb, 2 * c), one8);
-            const __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(hb, 2 * c + 1), one8);
-            lo = _mm256_or_si256(lo, _mm256_slli_epi16(h0, 4));
-            hi = _mm256_or_si256(hi, _mm256_slli_epi16(h1, 4));
-        }
+        __m256i lo, hi;
+        em_k45_codes(qs, hb, c, five, &lo, &hi);
         _mm256_storeu_si256((__m256i *)(qb + 64 * c), lo);
         _mm256_storeu_si256((__m256i *)(qb + 64 * c + 32), hi);
     }
@@ -60,11 +44,13 @@ static void block_k45(const uint8_t *p, int five, uint8_t *qb, int16_t *sc, int1
         }
     }
 #endif
+    uint32_t u[4];
+    uint8_t six[16]; /* the 8 scales, then the 8 mins (kscales.h) */
+    em_k4_scales(p + 4, u);
+    memcpy(six, u, 16);
     for (int j = 0; j < 8; j++) {
-        int s, m;
-        scale_min(j, p + 4, &s, &m);
-        sc[2 * j] = sc[2 * j + 1] = (int16_t)s;
-        mv[2 * j] = mv[2 * j + 1] = (int16_t)m;
+        sc[2 * j] = sc[2 * j + 1] = six[j];
+        mv[2 * j] = mv[2 * j + 1] = six[8 + j];
     }
 }
 
@@ -73,19 +59,10 @@ static void block_q6k(const uint8_t *p, uint8_t *qb, int16_t *sc, int16_t *mv) {
     const uint8_t *ql = p, *qh = p + 128;
     const int8_t *s = (const int8_t *)(p + 192);
 #ifdef EM_AVX2
-    const __m256i low4 = _mm256_set1_epi8(0x0f), three = _mm256_set1_epi8(3);
     for (int n = 0; n < 2; n++) {
-        const __m256i l0 = em_load32(ql + 64 * n), l1 = em_load32(ql + 64 * n + 32);
-        const __m256i h = em_load32(qh + 32 * n);
-        const __m256i lows[4] = {
-            _mm256_and_si256(l0, low4), _mm256_and_si256(l1, low4),
-            _mm256_and_si256(_mm256_srli_epi16(l0, 4), low4),
-            _mm256_and_si256(_mm256_srli_epi16(l1, 4), low4)};
-        for (int t = 0; t < 4; t++) {
-            const __m256i hs = _mm256_and_si256(_mm256_srli_epi16(h, 2 * t), three);
-            _mm256_storeu_si256((__m256i *)(qb + 128 * n + 32 * t),
-                                _mm256_or_si256(lows[t], _mm256_slli_epi16(hs, 4)));
-        }
+        __m256i q[4];
+        em_q6_codes(ql, qh, n, q);
+        for (int t = 0; t < 4; t++) _mm256_storeu_si256((__m256i *)(qb + 128 * n + 32 * t), q[t]);
     }
 #else
     for (int n = 0; n < 2; n++) {

@@ -57,6 +57,36 @@ static inline __m256i em_q6_scale(const __m256i t[2], int j) {
     return _mm256_shuffle_epi8(t[j >= 4], pick);
 }
 
+/* Q4_K/Q5_K: the 32 codes of sub-block 2c (*lo) and of 2c + 1 (*hi) from the 32 bytes at
+ * qs + 32c, Q5_K's (five) fifth bits from hb (the block's 32 bytes of qh; bit 2c, 2c + 1) */
+static inline void em_k45_codes(const uint8_t *qs, __m256i hb, int c, int five, __m256i *lo,
+                                __m256i *hi) {
+    const __m256i low4 = _mm256_set1_epi8(0x0f), one8 = _mm256_set1_epi8(1);
+    const __m256i q4 = em_load32(qs + 32 * c);
+    *lo = _mm256_and_si256(q4, low4);
+    *hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), low4);
+    if (five) {
+        const __m256i h0 = _mm256_and_si256(_mm256_srli_epi16(hb, 2 * c), one8);
+        const __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(hb, 2 * c + 1), one8);
+        *lo = _mm256_or_si256(*lo, _mm256_slli_epi16(h0, 4));
+        *hi = _mm256_or_si256(*hi, _mm256_slli_epi16(h1, 4));
+    }
+}
+
+/* Q6_K: half n's codes (0..63, stored + 32), values 128n + 32s .. + 31 in q[s] */
+static inline void em_q6_codes(const uint8_t *ql, const uint8_t *qh, int n, __m256i q[4]) {
+    const __m256i low4 = _mm256_set1_epi8(0x0f), three = _mm256_set1_epi8(3);
+    const __m256i l0 = em_load32(ql + 64 * n), l1 = em_load32(ql + 64 * n + 32);
+    const __m256i h = em_load32(qh + 32 * n);
+    const __m256i lows[4] = {_mm256_and_si256(l0, low4), _mm256_and_si256(l1, low4),
+                             _mm256_and_si256(_mm256_srli_epi16(l0, 4), low4),
+                             _mm256_and_si256(_mm256_srli_epi16(l1, 4), low4)};
+    for (int s = 0; s < 4; s++) {
+        const __m256i hs = _mm256_and_si256(_mm256_srli_epi16(h, 2 * s), three);
+        q[s] = _mm256_or_si256(lows[s], _mm256_slli_epi16(hs, 4));
+    }
+}
+
 /* Q6_K's exact block sum: the lanes of sum(sc q x) less 32 x the 16 signed scales times the
  * activations' 16 code sums bs (the codes are stored + 32), summed */
 static inline int em_q6_sum(__m256i sumi, __m128i sc, const int16_t *bs) {
