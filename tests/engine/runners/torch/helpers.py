@@ -132,6 +132,25 @@ def agreement(got: np.ndarray, expected: np.ndarray) -> tuple[float, float]:
     return top1, top5
 
 
+def scored_runs(
+    label: str, runs: list[tuple[str, np.ndarray, np.ndarray]]
+) -> list[tuple[str, float, float, float]]:
+    """(phase, top-1, top-5 overlap, worst miss in logits) of each of agreement_runs' runs,
+    each printed with the native ISA (the README's families table quotes these lines)."""
+    from ember.engine.runners.torch.native.isa import choose
+
+    out = []
+    for phase, got, ref in runs:
+        top1, top5 = agreement(got, ref)
+        worst = worst_miss(got, ref)
+        print(
+            f"{label} {phase} vs llama.cpp, ISA {choose().name}: top-1 {top1:.3f} "
+            f"top-5 {top5:.3f} worst miss {worst:.3f}"
+        )
+        out.append((phase, top1, top5, worst))
+    return out
+
+
 def agreement_runs(
     runner: Any, ids: list[int], expected: np.ndarray, num_blocks: int = 64
 ) -> list[tuple[str, np.ndarray, np.ndarray]]:

@@ -25,7 +25,7 @@ from .helpers import (
     agreement_runs,
     decode_logits,
     prefill_logits,
-    worst_miss,
+    scored_runs,
 )
 
 F32 = TorchOptions(device="cpu", dtype="float32", weight_format="dense", head_format="dense")
@@ -110,16 +110,7 @@ def against_llamacpp(tiny_models: Any, arch: str, qtype: str) -> list[tuple[floa
     expected = llama_logits(path, ids)  # a 256-token context (llama.cpp pads to 256)
     runner = TorchRunner.load(path, TorchOptions(device="cpu"))
     runs = agreement_runs(runner, ids, expected, num_blocks=SHORT_BLOCKS)
-    out = []
-    for phase, got, ref in runs:
-        top1, top5 = agreement(got, ref)
-        worst = worst_miss(got, ref)
-        print(
-            f"{arch} {qtype} {phase} vs llama.cpp, ISA {choose().name}: top-1 {top1:.3f} "
-            f"top-5 {top5:.3f} worst miss {worst:.3f}"
-        )
-        out.append((top1, top5, worst))
-    return out
+    return [score[1:] for score in scored_runs(f"{arch} {qtype}", runs)]
 
 
 @pytest.mark.parametrize("qtype", QTYPES)

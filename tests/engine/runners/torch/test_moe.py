@@ -14,7 +14,7 @@ from ember.engine.runners.torch.layers.moe import Expert, MoEFFN
 from ember.engine.runners.torch.runner import TorchOptions, TorchRunner
 from tests.fixtures.llama_reference import llama_logits
 
-from .helpers import TINY_NEAR_TIE, TINY_TOP1, agreement, agreement_runs, prefill_logits, worst_miss
+from .helpers import TINY_NEAR_TIE, TINY_TOP1, agreement_runs, prefill_logits, scored_runs
 
 if TYPE_CHECKING:
     from ember.engine.runners.torch.model import DecoderLayer
@@ -72,13 +72,7 @@ def test_tiny_moe_agrees_with_llamacpp(tiny_models: Any, qtype: str) -> None:
     expected = llama_logits(path, ids)
     runner = TorchRunner.load(path, TorchOptions(device="cpu"))
     runs = agreement_runs(runner, ids, expected)
-    for phase, got, ref in runs:
-        top1, top5 = agreement(got, ref)
-        worst = worst_miss(got, ref)
-        print(
-            f"qwen3moe {qtype} {phase} vs llama.cpp: top-1 {top1:.3f} top-5 {top5:.3f} "
-            f"worst miss {worst:.3f}"
-        )
+    for phase, top1, top5, worst in scored_runs(f"qwen3moe {qtype}", runs):
         assert top1 >= TINY_TOP1 and top5 >= TOP5 and worst <= TINY_NEAR_TIE, (
             qtype,
             phase,

@@ -65,20 +65,6 @@ static inline int em_hsum_i32(__m256i v) {
     return _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1)));
 }
 
-/* lane i = the sum of v[i]'s 8 int32 lanes (exact), for 8 vectors at once: a transposing
- * reduction of unpacks and adds (phadd is 4 uops at one per 2 cycles on Zen 3) */
-static inline __m256i em_hsums8_i32(const __m256i v[8]) {
-    __m256i p[4], q[2];
-    for (int i = 0; i < 4; i++) /* [a0 + a2, b0 + b2, a1 + a3, b1 + b3] per 128-bit half */
-        p[i] = _mm256_add_epi32(_mm256_unpacklo_epi32(v[2 * i], v[2 * i + 1]),
-                                _mm256_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
-    for (int i = 0; i < 2; i++) /* lanes: 4 vectors' sums of lanes 0-3 | of lanes 4-7 */
-        q[i] = _mm256_add_epi32(_mm256_unpacklo_epi64(p[2 * i], p[2 * i + 1]),
-                                _mm256_unpackhi_epi64(p[2 * i], p[2 * i + 1]));
-    return _mm256_add_epi32(_mm256_permute2x128_si256(q[0], q[1], 0x20),
-                            _mm256_permute2x128_si256(q[0], q[1], 0x31));
-}
-
 #endif
 #if defined(__ARM_NEON) && defined(__aarch64__)
 #define EM_NEON 1
